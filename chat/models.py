@@ -1,0 +1,135 @@
+"""Conversations, turns, messages, widget model context and provider keys."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Max
+
+from inspector.encrypted import EncryptedTextField
+
+
+class Conversation(models.Model):
+    class Status(models.TextChoices):
+        IDLE = "idle"
+        RUNNING = "running"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, help_text="A litellm model name, e.g. openai/gpt-4o-mini.")
+    api_base = models.URLField("API base", max_length=500, blank=True, help_text="For Ollama, vLLM, LM Studio or any OpenAI-compatible endpoint.")
+    api_key = EncryptedTextField("API key", blank=True, help_text="Stored encrypted; never shown again.")
+    system_prompt = models.TextField(blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    servers = models.ManyToManyField("tools.Server", blank=True, related_name="conversations")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.IDLE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        """The Channels group that receives this conversation's live events."""
+        return f"conversation.{self.pk}"
+
+    def append_message(self, **fields) -> "Message":
+        """Add a message with the next sequence number (serialised per conversation)."""
+        with transaction.atomic():
+            Conversation.objects.select_for_update().filter(pk=self.pk).first()
+            seq = (self.messages.aggregate(m=Max("seq"))["m"] or 0) + 1
+            return Message.objects.create(conversation=self, seq=seq, **fields)
+
+    def active_turn(self) -> "Turn | None":
+        return self.turns.filter(status=Turn.Status.RUNNING).order_by("-created_at").first()
+
+
+class Turn(models.Model):
+    """One user message and everything the agent loop did to answer it."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        STOPPED = "stopped"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    steps = models.PositiveIntegerField(default=0, help_text="The last step a delivery claimed.")
+    step_claimed_at = models.DateTimeField(null=True, blank=True)
+    stop_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"Turn {self.pk} of “{self.conversation}” ({self.status})"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    step = models.PositiveIntegerField(null=True, blank=True, help_text="For assistant messages: the turn's LLM step.")
+    text = models.TextField(blank=True)
+    # For assistant messages: [{"id", "name" (the LLM-facing name), "arguments" (a JSON string)}]
+    tool_calls = models.JSONField(default=list, blank=True)
+    # For tool messages: the tool call whose projection is this message's content.
+    tool_call = models.ForeignKey("tools.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    llm_tool_call_id = models.CharField(max_length=200, blank=True, help_text="For tool messages: the id the model gave the call.")
+    model = models.CharField(max_length=200, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="unique_message_seq"),
+            # A redelivered step can never store a second answer (and a second set of tool calls).
+            models.UniqueConstraint(fields=["turn", "step"], condition=models.Q(role="assistant"), name="one_answer_per_step"),
+        ]
+
+
+class ModelContext(models.Model):
+    """What a widget asked the model to know (`ui/update-model-context`, or OpenAI `setWidgetState`).
+
+    One row per view (the tool call that rendered it): a new update replaces the previous one.
+    """
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="model_contexts")
+    tool_call = models.OneToOneField("tools.ToolCall", on_delete=models.CASCADE, related_name="model_context")
+    content = models.JSONField(default=list, blank=True)
+    structured = models.JSONField(null=True, blank=True)
+    widget_state = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class ProviderKey(models.Model):
+    """A user's saved key for an LLM provider (litellm's provider prefix, e.g. `openai`)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_keys")
+    provider = models.CharField(max_length=50)
+    api_key = EncryptedTextField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "provider"], name="unique_provider_key")]
+
+    @property
+    def masked(self) -> str:
+        key = self.api_key or ""
+        return f"••••{key[-4:]}" if len(key) >= 12 else "••••"

@@ -1,0 +1,25 @@
+"""ASGI entry point: HTTP through Django (with static files), WebSockets through Channels."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import OriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+from inspector.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": ASGIStaticFilesHandler(django_asgi_app),
+        # Only pages of the app itself may open sockets: not the widget sandbox origin, whose
+        # host name is also an allowed host.
+        "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)), [settings.PUBLIC_URL]),
+    }
+)

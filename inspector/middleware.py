@@ -1,0 +1,60 @@
+"""Request gatekeeping: sandbox origin isolation, API tokens, and login for everything else."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+
+class SandboxHostMiddleware:
+    """The sandbox origin serves only the widget sandbox proxy and its static files.
+
+    Widgets run on that origin; nothing of the inspector (pages, API, admin) may answer there.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        on_sandbox = request.get_host() == settings.SANDBOX_HOST
+        request.on_sandbox_origin = on_sandbox
+        if on_sandbox and not request.path.startswith("/sandbox/"):
+            return HttpResponse("Not found on the sandbox origin.", status=404, content_type="text/plain")
+        if not on_sandbox and request.path.startswith("/sandbox/"):
+            return HttpResponse("The sandbox is served only on SANDBOX_ORIGIN.", status=404, content_type="text/plain")
+        return self.get_response(request)
+
+
+class TokenAuthMiddleware:
+    """`Authorization: Token <key>` authenticates API requests for scripts and CI."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Token "):
+            from inspector.models import ApiToken
+
+            user = ApiToken.authenticate(header[len("Token ") :].strip())
+            if user is None:
+                return JsonResponse({"error": "Invalid or revoked API token."}, status=401)
+            request.user = user
+            # A token is not sent automatically by browsers, so CSRF does not apply.
+            request._dont_enforce_csrf_checks = True
+        return self.get_response(request)
+
+
+class LoginRequiredMiddleware(DjangoLoginRequired):
+    """Django's login-required default, with a JSON 401 instead of a redirect for the API."""
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if getattr(request, "on_sandbox_origin", False):
+            return None
+        return super().process_view(request, view_func, view_args, view_kwargs)
+
+    def handle_no_permission(self, request, view_func):
+        if request.path.startswith("/api/"):
+            return JsonResponse({"error": "Authentication required."}, status=401)
+        return super().handle_no_permission(request, view_func)

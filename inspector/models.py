@@ -1,0 +1,45 @@
+"""Per-user API tokens. Only a hash is stored; the key is shown once when created."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, default="default")
+    prefix = models.CharField(max_length=12, help_text="First characters of the key, to recognise it.")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.name} ({self.prefix}…)"
+
+    @classmethod
+    def issue(cls, user, name: str = "default") -> tuple["ApiToken", str]:
+        """Create a token and return it with its clear key, which is never stored."""
+        key = "mcpi_" + secrets.token_urlsafe(32)
+        token = cls.objects.create(user=user, name=name, prefix=key[:12], digest=_digest(key))
+        return token, key
+
+    @classmethod
+    def authenticate(cls, key: str):
+        token = cls.objects.select_related("user").filter(digest=_digest(key)).first()
+        if token is None or not token.user.is_active:
+            return None
+        cls.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+        return token.user

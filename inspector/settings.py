@@ -1,0 +1,253 @@
+"""Settings, all from environment variables with defaults that work on one machine.
+
+See the README's "Configuration" section for every variable.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value else default
+
+
+DATA_DIR = Path(os.environ.get("INSPECTOR_DATA_DIR") or BASE_DIR / "data").resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _persistent_secret(filename: str, env_name: str, make) -> str:
+    """Use the env var when set; otherwise generate once and keep it in the data folder."""
+    value = os.environ.get(env_name)
+    if value:
+        return value
+    path = DATA_DIR / filename
+    if not path.exists():
+        # O_EXCL: two processes starting at once must not write two different keys.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(make())
+    return path.read_text().strip()
+
+
+SECRET_KEY = _persistent_secret("secret_key", "SECRET_KEY", lambda: secrets.token_urlsafe(50))
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
+
+
+# Comma-separated Fernet keys; the first encrypts, all decrypt (rotation).
+FIELD_ENCRYPTION_KEYS = [
+    k.strip()
+    for k in _persistent_secret("field_encryption_key", "FIELD_ENCRYPTION_KEY", _fernet_key).split(",")
+    if k.strip()
+]
+
+DEBUG = _env_bool("DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
+
+# The address the run command serves the app on, and the separate origin for widget sandboxes.
+# A different *host name* (not only port) keeps the inspector's cookies away from widgets.
+PUBLIC_URL = os.environ.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+SANDBOX_ORIGIN = os.environ.get("SANDBOX_ORIGIN", "http://localhost:8001").rstrip("/")
+CSRF_TRUSTED_ORIGINS = [PUBLIC_URL]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "inspector",
+    "tools",
+    "chat",
+]
+
+MIDDLEWARE = [
+    "inspector.middleware.SandboxHostMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "inspector.middleware.TokenAuthMiddleware",
+    "inspector.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "inspector.urls"
+ASGI_APPLICATION = "inspector.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "inspector.sqlite3",
+            # A file, not :memory:, so a Celery worker in another process sees the test database.
+            "TEST": {"NAME": DATA_DIR / "test-inspector.sqlite3"},
+            # WAL lets the web process read while a worker writes.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+if os.environ.get("INSPECTOR_DB_NAME"):
+    # Used by the test suite to point a worker subprocess at the test database.
+    DATABASES["default"]["NAME"] = os.environ["INSPECTOR_DB_NAME"]
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- Redis: Celery broker and result backend, and the Channels layer -------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+# A per-run key prefix isolates test runs that share one Redis server.
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            # redis-py 8 defaults to a 5 s socket timeout, the same as channels_redis's blocking
+            # read: idle sockets then time out and drop. Give reads room.
+            "hosts": [{"address": REDIS_URL or "redis://127.0.0.1:6379/0", "socket_timeout": 30}],
+            "prefix": f"{REDIS_PREFIX}asgi",
+            "capacity": 1000,
+            "expiry": 60,
+        },
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL or "redis://127.0.0.1:6379/0"
+CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "tools.tasks.*": {"queue": "tools"},
+    "chat.tasks.*": {"queue": "llm"},
+}
+CELERY_WORKER_QUEUES = "default,tools,llm"
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {}
+if REDIS_PREFIX:
+    CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = REDIS_PREFIX
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS["global_keyprefix"] = REDIS_PREFIX
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- MCP --------------------------------------------------------------------------------
+MCP_CONNECT_TIMEOUT = _env_float("MCP_CONNECT_TIMEOUT", 15.0)
+MCP_CALL_TIMEOUT = _env_float("MCP_CALL_TIMEOUT", 60.0)
+MCP_IDLE_TIMEOUT = _env_float("MCP_IDLE_TIMEOUT", 300.0)
+# The web process waits this long for a worker to answer an inspector request.
+MCP_WEB_WAIT = _env_float("MCP_WEB_WAIT", MCP_CONNECT_TIMEOUT + MCP_CALL_TIMEOUT + 5)
+
+# --- Projection and chat ----------------------------------------------------------------
+PROJECTION_TOKEN_CAP = _env_int("PROJECTION_TOKEN_CAP", 8000)
+CHAT_MAX_STEPS = _env_int("CHAT_MAX_STEPS", 10)
+LLM_TIMEOUT = _env_float("LLM_TIMEOUT", 120.0)
+
+# litellm must never phone home for its cost map: the machine may be offline.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+    },
+}
+
+
+def sandbox_host() -> str:
+    """The host[:port] of the sandbox origin, to tell its requests apart."""
+    return urlsplit(SANDBOX_ORIGIN).netloc
+
+
+SANDBOX_HOST = sandbox_host()
+if urlsplit(SANDBOX_ORIGIN).hostname not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(urlsplit(SANDBOX_ORIGIN).hostname)

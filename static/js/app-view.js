@@ -1,0 +1,115 @@
+// MCP App views inside tool cards: fetch the view (a worker reads the ui:// resource), mount it
+// in the double-iframe sandbox, and feed it the FULL result. Requests from the view go back to
+// the server through the tool-call pipeline (origin "widget") and other endpoints of ours.
+import { apiFetch } from "./http.js";
+import { mountWidget } from "./widget-host.js";
+
+const mounted = new Map(); // tool call id -> {handle, sentResult, status}
+
+function displayModesFor(slot) {
+  return {
+    inline: () => slot.classList.remove("fullscreen", "pip"),
+    fullscreen: () => { slot.classList.remove("pip"); slot.classList.add("fullscreen"); },
+    pip: () => { slot.classList.remove("fullscreen"); slot.classList.add("pip"); },
+  };
+}
+
+export function mountAppView(slot, call, page, { onChanged } = {}) {
+  let entry = mounted.get(call.id);
+  if (!entry) {
+    entry = { handle: null, slot, sentResult: false, sentCancel: false, loading: true };
+    mounted.set(call.id, entry);
+    start(slot, call, page, entry, onChanged);
+    return;
+  }
+  deliver(entry, call);
+}
+
+function deliver(entry, call) {
+  if (!entry.handle) { entry.pending = call; return; }
+  if (call.full && !entry.sentResult) {
+    entry.sentResult = true;
+    entry.handle.sendToolResult(call.full);
+  } else if (!call.full && ["failed", "timed_out", "cancelled"].includes(call.status) && !entry.sentCancel) {
+    entry.sentCancel = true;
+    entry.handle.sendToolCancelled(call.error || call.status);
+  }
+}
+
+async function start(slot, call, page, entry, onChanged) {
+  let view;
+  try {
+    view = await apiFetch(`/api/tool-calls/${call.id}/view/`);
+  } catch (err) {
+    slot.textContent = `Could not load the app view: ${err.message}`;
+    slot.className = "widget-slot error";
+    return;
+  }
+  if (view.warning) { const w = document.createElement("p"); w.className = "help"; w.textContent = view.warning; slot.append(w); }
+  const modes = displayModesFor(slot);
+  const holder = document.createElement("div");
+  slot.append(holder);
+  const base = `/api/tool-calls/${call.id}/widget`;
+  entry.handle = mountWidget(holder, {
+    sandboxUrl: page.sandboxUrl,
+    sandboxOrigin: page.sandboxOrigin,
+    html: view.html,
+    csp: view.csp,
+    permissions: view.permissions,
+    prefersBorder: view.prefersBorder,
+    toolDefinition: view.tool,
+    toolCallId: call.id,
+    toolInput: call.arguments || {},
+    openai: view.openai,
+    widgetState: view.widget_state,
+    hostInfo: { name: "mcp-inspector", version: "0.1.0" },
+    hostContext: {
+      theme: "light",
+      displayMode: "inline",
+      availableDisplayModes: view.display_modes,
+      locale: navigator.language,
+      timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+      containerDimensions: { maxHeight: 800, width: slot.clientWidth || 700 },
+    },
+    onCallTool: (name, args) => apiFetch(`${base}/tools-call/`, { method: "POST", body: { name, arguments: args || {} } }),
+    onReadResource: (uri) => apiFetch(`${base}/resources-read/`, { method: "POST", body: { uri } }),
+    onMessage: async (params) => {
+      const text = (params.content || []).filter(b => b.type === "text").map(b => b.text).join("\n");
+      if (!text) return { isError: true };
+      const ok = await window.inspectorSendMessage(text);
+      return ok ? {} : { isError: true };
+    },
+    onUpdateModelContext: async (params) => {
+      await apiFetch(`${base}/model-context/`, { method: "POST", body: params || {} });
+      onChanged?.();
+      return {};
+    },
+    onOpenLink: (url) => /^https?:\/\//i.test(url),
+    onRequestDisplayMode: async (mode) => {
+      const allowed = view.display_modes || ["inline"];
+      const granted = allowed.includes(mode) ? mode : "inline";
+      modes[granted]?.();
+      entry.handle?.setHostContext({ displayMode: granted });
+      return granted;
+    },
+    onLog: (params) => console.info(`[app ${call.tool}]`, params?.level || "info", params?.data),
+    onError: (err) => { const p = document.createElement("p"); p.className = "error"; p.textContent = `App view error: ${err.message || err}`; slot.append(p); },
+  });
+  deliver(entry, entry.pending || call);
+}
+
+// host-context-changed when the page is resized; ui/resource-teardown when it goes away.
+let resizeTimer = null;
+window.addEventListener("resize", () => {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(() => {
+    for (const { handle, slot } of mounted.values()) {
+      if (handle && slot) handle.setHostContext({ containerDimensions: { maxHeight: 800, width: slot.clientWidth } });
+    }
+  }, 250);
+});
+window.addEventListener("pagehide", () => {
+  for (const { handle } of mounted.values()) {
+    try { handle?.teardown("the page was closed"); } catch { /* the page is going away anyway */ }
+  }
+});

@@ -1,0 +1,263 @@
+// The chat view: renders stored messages, applies live WebSocket events, mounts App widgets.
+//
+// The database is the source of truth. On every (re)connection the page reloads the
+// conversation over the API and reconciles by id, so it never misses or duplicates a message;
+// live events only fill in between.
+import { apiFetch, liveSocket, pretty } from "./http.js";
+import { renderMarkdown } from "../vendor/markdown.js";
+import { mountAppView } from "./app-view.js";
+
+const page = JSON.parse(document.getElementById("page-data").textContent);
+const cid = page.conversationId;
+const list = document.getElementById("messages");
+const messages = new Map();   // id -> message
+const calls = new Map();      // tool call id -> tool call json
+const cards = new Map();      // tool call id -> card element
+let streaming = null;         // {el, text}
+let running = false;
+
+function el(tag, cls, text) {
+  const n = document.createElement(tag);
+  if (cls) n.className = cls;
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+function nearBottom() { return list.scrollHeight - list.scrollTop - list.clientHeight < 120; }
+function scrollDown(force) { if (force || nearBottom()) list.scrollTop = list.scrollHeight; }
+
+// ---- messages -------------------------------------------------------------------------
+
+function renderMessage(m) {
+  if (m.role === "tool") {
+    if (m.tool_call_id) return toolCard(m.tool_call_id, m);
+    const note = el("div", "msg tool-note");
+    note.dataset.seq = m.seq;
+    note.textContent = m.text;
+    return note;
+  }
+  const node = el("div", `msg ${m.role}`);
+  node.dataset.id = m.id; node.dataset.seq = m.seq;
+  node.append(el("div", "role", m.role));
+  const body = el("div", "body");
+  body.innerHTML = renderMarkdown(m.text || "");
+  node.append(body);
+  if (m.role === "assistant" && m.tool_calls?.length && !m.text) node.hidden = true;
+  return node;
+}
+
+function insertBySeq(node) {
+  const seq = Number(node.dataset.seq);
+  const after = [...list.children].find(c => c.dataset.seq && Number(c.dataset.seq) > seq);
+  if (after) list.insertBefore(node, after); else list.append(node);
+}
+
+function upsertMessage(m) {
+  if (messages.has(m.id)) {
+    const existing = list.querySelector(`[data-seq="${m.seq}"]`);
+    if (existing && m.role !== "tool") {
+      existing.replaceWith(renderMessage(m));
+    }
+    messages.set(m.id, m);
+    return;
+  }
+  messages.set(m.id, m);
+  if (m.role === "assistant" && streaming) { streaming.el.remove(); streaming = null; }
+  const node = renderMessage(m);
+  node.dataset.seq = m.seq;
+  insertBySeq(node);
+  scrollDown(m.role === "user");
+}
+
+function onDelta(text, replace) {
+  if (!streaming) {
+    const node = el("div", "msg assistant streaming");
+    node.append(el("div", "role", "assistant"), el("div", "body"));
+    node.dataset.seq = "999999999";
+    list.append(node);
+    streaming = { el: node, text: "" };
+  }
+  streaming.text = replace ? text : streaming.text + text;
+  streaming.el.querySelector(".body").innerHTML = renderMarkdown(streaming.text);
+  scrollDown();
+}
+
+// ---- tool calls -------------------------------------------------------------------------
+
+function toolCard(id, message) {
+  let card = cards.get(id);
+  if (card) return card;
+  card = el("article", "tool-card");
+  card.dataset.toolCall = id;
+  if (message) card.dataset.seq = message.seq;
+  const head = el("header");
+  head.append(el("code", "name", "…"), el("span", "badge app", "App"), el("span", "status", "queued"),
+    el("span", "duration muted"), el("span", "saved"));
+  head.querySelector(".app").hidden = true;
+  const toggle = el("span", "toggle");
+  const full = el("button", "active", "Full result"); full.type = "button";
+  const seen = el("button", "", "What the model saw"); seen.type = "button";
+  toggle.append(full, seen);
+  head.append(toggle);
+  const body = el("div", "body");
+  const args = el("details", "args"); args.append(el("summary", "", "Arguments"), el("pre", "args-json"));
+  const fullPre = el("pre", "full-json"); const seenPre = el("pre", "projection-text"); seenPre.hidden = true;
+  const error = el("p", "error");
+  body.append(args, error, fullPre, seenPre, el("div", "widget-slot"));
+  card.append(head, body);
+  // Clicking the active tab again folds the JSON away (App cards start folded: the view is the result).
+  const show = (which) => {
+    const again = which.classList.contains("active");
+    for (const b of [full, seen]) b.classList.toggle("active", b === which && !again);
+    fullPre.hidden = !(which === full && !again);
+    seenPre.hidden = !(which === seen && !again);
+  };
+  full.onclick = () => show(full);
+  seen.onclick = () => show(seen);
+  card.foldForView = () => { if (!card.folded) { card.folded = true; full.classList.remove("active"); fullPre.hidden = true; } };
+  cards.set(id, card);
+  if (calls.has(id)) updateCard(calls.get(id));
+  return card;
+}
+
+function updateCard(call) {
+  const card = toolCard(call.id);
+  card.querySelector(".name").textContent = `${call.server_name || call.server_id}/${call.tool}`;
+  card.querySelector(".app").hidden = !call.is_app;
+  const status = card.querySelector(".status");
+  status.className = `status ${call.status}`; status.textContent = call.status;
+  card.querySelector(".duration").textContent = call.duration_ms != null ? `${Math.round(call.duration_ms)} ms` : "";
+  card.querySelector(".args-json").textContent = pretty(call.arguments || {});
+  card.querySelector(".error").textContent = call.error || "";
+  if (call.full !== undefined) card.querySelector(".full-json").textContent = call.full ? pretty(call.full) : "(no result)";
+  if (call.projection) {
+    card.querySelector(".projection-text").textContent = call.projection.text;
+    const saved = Math.max((call.tokens_full || 0) - (call.projection.tokens || 0), 0);
+    card.querySelector(".saved").textContent = call.full ? `≈${call.tokens_full} → ≈${call.projection.tokens} tokens (saved ≈${saved})` : "";
+  }
+  if (call.has_view || call.is_app) card.foldForView();
+  if (call.has_view || call.is_app) mountAppView(card.querySelector(".widget-slot"), call, page, { onChanged: refreshLlmView });
+}
+
+function upsertCall(data) {
+  const prev = calls.get(data.id) || {};
+  const call = { ...prev, ...data };
+  calls.set(call.id, call);
+  updateCard(call);
+}
+
+function fromResultEvent(ev) {
+  return {
+    id: ev.tool_call_id, status: ev.status, error: ev.error, duration_ms: ev.duration_ms, full: ev.result,
+    projection: ev.projection, tokens_full: ev.tokens_full, has_view: ev.has_view,
+  };
+}
+
+// ---- turn state ---------------------------------------------------------------------------
+
+function setRunning(on) {
+  running = on;
+  document.getElementById("send").disabled = on;
+  document.getElementById("stop").hidden = !on;
+  const s = document.getElementById("turn-state");
+  s.className = `status ${on ? "running" : ""}`; s.textContent = on ? "thinking…" : "";
+}
+
+function notice(text, isError) {
+  const n = document.getElementById("turn-notice");
+  n.hidden = !text; n.textContent = text || ""; n.className = `notice${isError ? " error" : ""}`;
+}
+
+// ---- loading and live events ----------------------------------------------------------------
+
+async function load() {
+  const data = await apiFetch(`/api/conversations/${cid}/`);
+  for (const call of data.tool_calls) calls.set(call.id, { ...(calls.get(call.id) || {}), ...call });
+  for (const m of data.messages) upsertMessage(m);
+  for (const call of data.tool_calls) if (cards.has(call.id)) updateCard(calls.get(call.id));
+  setRunning(data.status === "running");
+  const title = document.getElementById("conversation-title");
+  if (data.title && !title.value && document.activeElement !== title) title.value = data.title;
+  if (data.turn && data.turn.status === "failed") notice(data.turn.error, true);
+  else if (data.turn && data.turn.error && !running) notice(data.turn.error, false);
+  refreshLlmView();
+}
+
+function onEvent(ev) {
+  switch (ev.type) {
+    case "stream.snapshot":
+      if (ev.status === "running" && ev.text) onDelta(ev.text, true);
+      break;
+    case "message.delta": onDelta(ev.delta, false); break;
+    case "message.completed": {
+      upsertMessage(ev.message);
+      const title = document.getElementById("conversation-title");
+      if (ev.message.role === "user" && !title.value && document.activeElement !== title) {
+        title.value = (ev.message.text.trim().split("\n")[0] || "").slice(0, 80);
+      }
+      break;
+    }
+    case "turn.started": setRunning(true); notice(""); break;
+    case "tool_call.created":
+      upsertCall({ id: ev.tool_call_id, server_id: ev.server_id, server_name: ev.server_name, tool: ev.tool, arguments: ev.arguments, is_app: ev.is_app, status: ev.status, origin: ev.origin });
+      break;
+    case "tool_call.status": if (calls.has(ev.tool_call_id)) upsertCall({ id: ev.tool_call_id, status: ev.status }); break;
+    case "tool_call.result":
+      // Calls made by a view (origin "widget") have no card of their own.
+      if (calls.has(ev.tool_call_id)) upsertCall(fromResultEvent(ev));
+      refreshLlmView();
+      break;
+    case "turn.completed": setRunning(false); if (streaming) { streaming.el.remove(); streaming = null; } notice(ev.notice || ""); refreshLlmView(); break;
+    case "turn.failed": setRunning(false); if (streaming) { streaming.el.remove(); streaming = null; } notice(ev.error, true); break;
+    case "turn.stopped": setRunning(false); if (streaming) { streaming.el.remove(); streaming = null; } notice("Stopped."); break;
+  }
+}
+
+async function refreshLlmView() {
+  const box = document.getElementById("llm-view");
+  try {
+    const req = await apiFetch(`/api/conversations/${cid}/llm-messages/`);
+    box.replaceChildren();
+    for (const m of req.messages) {
+      const item = el("div", `llm-msg ${m.role}`);
+      item.append(el("div", "role", m.role + (m.tool_call_id ? ` · ${m.tool_call_id}` : "")));
+      if (m.content) item.append(el("pre", "", m.content));
+      if (m.tool_calls) item.append(el("pre", "", m.tool_calls.map(t => `→ ${t.function.name}(${t.function.arguments})`).join("\n")));
+      box.append(item);
+    }
+    const tools = el("details"); tools.append(el("summary", "", `${req.tools.length} tool${req.tools.length === 1 ? "" : "s"} offered`), el("pre", "", req.tools.map(t => t.function.name).join("\n")));
+    box.append(tools);
+  } catch (err) { box.textContent = err.message; }
+}
+
+document.getElementById("refresh-llm").onclick = refreshLlmView;
+
+async function send(text) {
+  notice("");
+  try {
+    await apiFetch(`/api/conversations/${cid}/messages/`, { method: "POST", body: { text } });
+    setRunning(true);
+    return true;
+  } catch (err) { notice(err.message, true); return false; }
+}
+window.inspectorSendMessage = send;  // used by App views' ui/message
+
+document.getElementById("composer").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const box = document.getElementById("composer-text");
+  const text = box.value.trim();
+  if (!text || running) return;
+  if (await send(text)) box.value = "";
+});
+document.getElementById("composer-text").addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); document.getElementById("composer").requestSubmit(); }
+});
+document.getElementById("stop").onclick = async () => {
+  try { await apiFetch(`/api/conversations/${cid}/stop/`, { method: "POST" }); } catch (err) { notice(err.message, true); }
+};
+
+liveSocket(`/ws/conversations/${cid}/`, {
+  onEvent,
+  onOpen: () => load().catch(err => notice(err.message, true)),
+  onState: (s) => { const b = document.getElementById("conn-state"); b.textContent = s; b.className = `badge ${s === "live" ? "ok" : "warn"}`; },
+});

@@ -1,0 +1,171 @@
+"""A deliberately awkward MCP server for integration tests of the inspector.
+
+Run: ``python tests/mcp_servers/basic.py [--transport stdio|http|sse] [--port N] [--legacy]``
+
+Tools: echo, add (structured output), whoami (server pid, proves connection
+reuse), slow, crash (kills the process mid-call), bad_output (structuredContent
+violates the declared outputSchema), unknown_fields (result carries an extra
+top-level ``x-extra`` field), add_tool_now (adds a tool and announces
+tools/list_changed), request_headers (HTTP headers of the call, to check config headers). Resources: text, JSON, PNG blob, template ``greeting://{name}``.
+Prompt: ``greet(name, style)``.
+
+The high-level API validates outputs and drops unknown result fields, so
+``bad_output`` and ``unknown_fields`` are rewritten on the way out by a server
+middleware (which sees the wire dict after the SDK's own serialisation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import serve  # noqa: E402
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext  # noqa: E402
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
+
+# A valid 1x1 transparent PNG.
+PIXEL_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+class AddResult(BaseModel):
+    sum: int
+
+
+class Counter(BaseModel):
+    count: int
+
+
+async def rewrite_results(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Produce results the high-level API refuses to: schema violations and unknown fields."""
+    result = await call_next(ctx)
+    if ctx.method != "tools/call" or not isinstance(result, dict):
+        return result
+    name = (ctx.params or {}).get("name")
+    if name == "bad_output":
+        return {**result, "structuredContent": {"count": "not-a-number"}}
+    if name == "unknown_fields":
+        return {**result, "x-extra": {"keep": "me"}}
+    return result
+
+
+mcp: MCPServer[Any] = MCPServer(
+    "basic-test-server",
+    version="1.0.0",
+    instructions="A test server for the MCP inspector.",
+    middleware=[rewrite_results],
+)
+
+
+@mcp.tool(structured_output=False)
+def echo(text: str) -> str:
+    """Echo the text back as a text content block."""
+    return text
+
+
+@mcp.tool()
+def add(a: int, b: int) -> AddResult:
+    """Add two integers; returns content and structuredContent."""
+    return AddResult(sum=a + b)
+
+
+@mcp.tool(structured_output=False)
+def whoami() -> str:
+    """The server process id (proves which process answered)."""
+    return str(os.getpid())
+
+
+@mcp.tool(structured_output=False)
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@mcp.tool(structured_output=False)
+def crash() -> str:
+    """Kill the server process while the call is in flight."""
+    sys.stdout.flush()
+    os._exit(3)
+
+
+@mcp.tool()
+def bad_output() -> Counter:
+    """Declares {count: int} but the middleware sends a string."""
+    return Counter(count=1)
+
+
+@mcp.tool(structured_output=False)
+def unknown_fields() -> str:
+    """The result gets an extra top-level "x-extra" field on the wire."""
+    return "has extra fields"
+
+
+@mcp.tool(structured_output=False)
+def request_headers(ctx: Context) -> str:
+    """The HTTP request headers of this call as JSON ("null" on stdio)."""
+    headers = ctx.headers
+    return json.dumps({k.lower(): v for k, v in headers.items()} if headers is not None else None)
+
+
+_added = 0
+
+
+@mcp.tool(structured_output=False)
+async def add_tool_now(ctx: Context) -> str:
+    """Register a new tool and announce tools/list_changed (legacy: notification; 2026: listen stream)."""
+    global _added
+    _added += 1
+    name = f"dynamic_{_added}"
+
+    def dynamic() -> str:
+        return name
+
+    mcp.add_tool(dynamic, name=name, description="Added at runtime", structured_output=False)
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
+    return name
+
+
+@mcp.resource("text://hello", name="hello", mime_type="text/plain", description="A plain text resource")
+def hello_text() -> str:
+    return "hello world"
+
+
+@mcp.resource("data://config.json", name="config", mime_type="application/json")
+def config_json() -> str:
+    return json.dumps({"answer": 42, "nested": {"ok": True}})
+
+
+@mcp.resource("image://pixel.png", name="pixel", mime_type="image/png")
+def pixel_png() -> bytes:
+    return PIXEL_PNG
+
+
+@mcp.resource("greeting://{name}", name="greeting", mime_type="text/plain", description="Greets by name")
+def greeting(name: str) -> str:
+    return f"Hello, {name}!"
+
+
+@mcp.prompt()
+def greet(name: str, style: str = "friendly") -> str:
+    """Ask the model to greet someone."""
+    return f"Please greet {name} in a {style} way."
+
+
+if __name__ == "__main__":
+    serve(mcp)

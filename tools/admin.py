@@ -1,0 +1,182 @@
+"""Admin review of servers and tool calls. Stored evidence (calls, results, projections, frames)
+is read-only: the admin can look and delete, never add or edit."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin
+from django.utils.html import format_html_join
+
+from inspector.admin import ReadOnlyAdmin
+from tools.models import Projection, RpcFrame, Server, Tool, ToolCall, ToolResult, UiResource
+
+
+def _pretty(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@admin.register(Server)
+class ServerAdmin(admin.ModelAdmin):
+    list_display = ("name", "transport", "owner", "shared", "enabled", "projection_policy", "protocol_version", "last_connected_at")
+    list_filter = ("transport", "shared", "enabled", "projection_policy")
+    search_fields = ("name", "url", "command")
+    list_select_related = ("owner",)
+    # Secrets are edited on the server pages, where they stay masked; never shown here.
+    exclude = ("env", "headers")
+    readonly_fields = ("server_info", "protocol_version", "capabilities", "instructions", "last_connected_at", "last_error")
+
+
+@admin.register(Tool)
+class ToolAdmin(admin.ModelAdmin):
+    list_display = ("name", "server", "is_app", "ui_resource_uri", "projection_policy", "updated_at")
+    list_filter = ("is_app", "server")
+    search_fields = ("name", "description")
+    list_select_related = ("server",)
+    readonly_fields = ("server", "name", "title", "description", "input_schema", "output_schema", "annotations", "meta",
+                       "definition", "is_app", "ui_resource_uri", "visibility", "updated_at")
+    fields = ("projection_policy", *readonly_fields)
+
+    def has_add_permission(self, request):
+        return False
+
+
+class DurationFilter(admin.SimpleListFilter):
+    title = "duration"
+    parameter_name = "duration"
+    BUCKETS = {"fast": (None, 100), "medium": (100, 1000), "slow": (1000, 10000), "very-slow": (10000, None)}
+
+    def lookups(self, request, model_admin):
+        return [("fast", "< 100 ms"), ("medium", "100 ms – 1 s"), ("slow", "1 – 10 s"), ("very-slow", "> 10 s")]
+
+    def queryset(self, request, queryset):
+        if self.value() not in self.BUCKETS:
+            return queryset
+        low, high = self.BUCKETS[self.value()]
+        if low is not None:
+            queryset = queryset.filter(duration_ms__gte=low)
+        if high is not None:
+            queryset = queryset.filter(duration_ms__lt=high)
+        return queryset
+
+
+class TokensSavedFilter(admin.SimpleListFilter):
+    title = "tokens saved"
+    parameter_name = "saved"
+
+    def lookups(self, request, model_admin):
+        return [("none", "none"), ("some", "1 – 999"), ("many", "1000 or more")]
+
+    def queryset(self, request, queryset):
+        from django.db.models import F
+
+        saved = queryset.annotate(_saved=F("full_result__tokens") - F("projection__tokens"))
+        if self.value() == "none":
+            return saved.filter(_saved__lte=0)
+        if self.value() == "some":
+            return saved.filter(_saved__gt=0, _saved__lt=1000)
+        if self.value() == "many":
+            return saved.filter(_saved__gte=1000)
+        return queryset
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyAdmin):
+    list_display = ("tool_name", "server", "origin", "status", "is_app", "duration", "full_tokens", "projection_tokens",
+                    "tokens_saved", "queued_at")
+    list_filter = ("status", "origin", "is_app", "server", ("tool_name", admin.AllValuesFieldListFilter),
+                   ("projection__policy", admin.AllValuesFieldListFilter), DurationFilter, TokensSavedFilter)
+    search_fields = ("tool_name", "arguments", "llm_tool_call_id")
+    date_hierarchy = "queued_at"
+    list_select_related = ("server", "full_result", "projection")
+    change_form_template = "admin/tools/toolcall/change_form.html"
+    actions = ["replay"]
+    fields = ("id", "server", "tool_name", "origin", "status", "error", "conversation", "turn", "requested_by",
+              "llm_tool_call_id", "is_app", "queued_at", "started_at", "finished_at", "duration_ms", "celery_task_id",
+              "replay_of")
+    readonly_fields = fields
+
+    @admin.action(description="Replay the selected tool calls (same server, tool and arguments)")
+    def replay(self, request, queryset):
+        from tools.api import start_tool_call
+
+        if not request.user.is_superuser:
+            self.message_user(request, "Only superusers can replay tool calls from the admin.", level="error")
+            return
+        count = 0
+        for call in queryset.select_related("server"):
+            start_tool_call(server=call.server, tool_name=call.tool_name, arguments=call.arguments,
+                            origin=ToolCall.Origin.REPLAY, user=request.user, replay_of=call)
+            count += 1
+        self.message_user(request, f"Queued {count} replay(s); they appear in this list with origin “replay”.")
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: ToolCall) -> str:
+        return f"{obj.duration_ms:.0f} ms" if obj.duration_ms is not None else "—"
+
+    def _full(self, obj):
+        try:
+            return obj.full_result
+        except ToolResult.DoesNotExist:
+            return None
+
+    def _proj(self, obj):
+        try:
+            return obj.projection
+        except Projection.DoesNotExist:
+            return None
+
+    @admin.display(description="full tokens", ordering="full_result__tokens")
+    def full_tokens(self, obj):
+        full = self._full(obj)
+        return full.tokens if full else "—"
+
+    @admin.display(description="model tokens", ordering="projection__tokens")
+    def projection_tokens(self, obj):
+        proj = self._proj(obj)
+        return proj.tokens if proj else "—"
+
+    @admin.display(description="tokens saved")
+    def tokens_saved(self, obj):
+        full, proj = self._full(obj), self._proj(obj)
+        return max(full.tokens - proj.tokens, 0) if full and proj else "—"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        extra_context = extra_context or {}
+        if obj is not None:
+            full, proj = self._full(obj), self._proj(obj)
+            removed_paths = [r.get("path", "") for r in (proj.removed if proj else [])]
+            extra_context.update(
+                arguments_json=_pretty(obj.arguments),
+                full_json=_pretty(full.raw) if full else None,
+                full_row=full,
+                projection=proj,
+                projection_json=_pretty(proj.payload) if proj else None,
+                removed_html=format_html_join(
+                    "", "<li><code class='removed-path'>{}</code> — {}</li>",
+                    ((r.get("path", ""), r.get("reason", "")) for r in (proj.removed if proj else [])),
+                ),
+                removed_paths=removed_paths,
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+@admin.register(RpcFrame)
+class RpcFrameAdmin(ReadOnlyAdmin):
+    list_display = ("at", "server", "direction", "kind", "method", "rpc_id", "size_bytes", "latency_ms")
+    list_filter = ("direction", "kind", "server")
+    search_fields = ("method", "rpc_id")
+    date_hierarchy = "at"
+    list_select_related = ("server",)
+
+
+@admin.register(UiResource)
+class UiResourceAdmin(ReadOnlyAdmin):
+    list_display = ("uri", "server", "mime_type", "fetched_at")
+    list_select_related = ("server",)
+
+

@@ -1,0 +1,931 @@
+"""One live connection to an MCP server, exposing raw wire data (Django-free).
+
+Why this exists instead of using ``mcp.Client`` directly:
+
+* An inspector must show what the server *sent*, not the SDK's re-serialised
+  models: SDK models drop unknown fields and ``ClientSession.call_tool`` raises
+  when ``structuredContent`` violates the tool's ``outputSchema``. Every method
+  here returns the JSON-RPC ``result`` dict exactly as received.
+* Every JSON-RPC message in either direction is reported to ``on_frame``.
+* Failures become two exception types with messages a human can act on.
+
+How raw data is obtained: the transport's read/write streams are wrapped
+(``_TapReader``/``_TapWriter``). Outgoing frames are the exact JSON the
+transports write (``model_dump(by_alias=True, exclude_unset=True)``). Incoming
+frames are the line parsed with ``json.loads`` for stdio (our own stdio transport,
+which also gives us the child's pid and stderr), and the parsed envelope for
+HTTP/SSE (``result``/``params``/``error.data`` are free-form dicts there, so nested
+unknown fields survive; unknown *envelope* keys next to ``jsonrpc``/``id`` would not).
+A method's raw result is matched to its request by JSON-RPC id: the request id
+is recorded, via a context variable, in the calling task when the SDK writes it.
+
+Runs on asyncio only (the connection's owner task is an ``asyncio.Task``). The
+owner task enters and exits the SDK client, because anyio task groups and
+cancel scopes must be exited by the task that entered them; calls may come from
+any task on the same loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import hashlib
+import json
+import logging
+import math
+import os
+import shlex
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp_types as types
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
+
+from mcp import Client
+from mcp.client import advertise
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import get_default_environment
+from mcp.client.streamable_http import streamable_http_client
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+__all__ = [
+    "CallTimeout",
+    "Connection",
+    "ConnectionFailed",
+    "FrameCallback",
+    "NotificationCallback",
+    "RemoteError",
+    "ServerConfig",
+]
+
+logger = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "streamable_http", "sse"]
+Mode = Literal["auto", "legacy"]
+FrameCallback = Callable[[str, dict[str, Any], float], None]
+"""``on_frame(direction, message, at)``: direction "in"/"out", the wire dict, ``time.time()``.
+
+A stdio line that is not JSON-RPC is reported as ``{"invalid": <text>, "reason": <why>}``."""
+NotificationCallback = Callable[[str, dict[str, Any]], None]
+"""``on_notification(method, params)`` for every server notification, raw params."""
+
+CLIENT_INFO = types.Implementation(name="mcp-inspector", version="0.1.0")
+_PAGE_CAP = 100  # a paginator that never ends must not hang a listing
+_CLOSE_GRACE = 8.0  # stdio shutdown is bounded by the SDK-style close-stdin/TERM/KILL sequence
+_STDERR_LINES = 200
+_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+class ConnectionFailed(Exception):
+    """The server cannot be reached, did not start, died, or the connection broke.
+
+    Connection-level: the pool drops the connection and reconnects next time.
+    """
+
+
+class CallTimeout(Exception):
+    """No answer within the allowed time. The connection itself may still be usable."""
+
+
+class RemoteError(Exception):
+    """The server answered with a JSON-RPC error (the connection is fine)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"server error {code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def as_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+def _pairs(value: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:
+    items = value.items() if isinstance(value, Mapping) else (value or ())
+    return tuple(sorted((str(k), str(v)) for k, v in items))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything needed to open a connection; hashable and fingerprinted.
+
+    ``key`` identifies the server record (e.g. its DB id): when a config with the
+    same key but a different fingerprint shows up, the pool closes the old
+    connection. ``env``/``headers`` accept a dict or pairs; they are stored as
+    sorted pairs so equal settings always fingerprint the same. Their values may
+    be secrets, so they are left out of ``repr``.
+    """
+
+    name: str
+    transport: Transport
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    cwd: str | None = None
+    url: str | None = ""
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    connect_timeout: float = 15.0
+    call_timeout: float = 60.0
+    mode: Mode = "auto"
+    key: str | int | None = None
+
+    def __post_init__(self) -> None:
+        if self.transport not in ("stdio", "streamable_http", "sse"):
+            raise ValueError(f"unknown transport {self.transport!r}")
+        if self.mode not in ("auto", "legacy"):
+            raise ValueError(f"mode must be 'auto' or 'legacy', got {self.mode!r}")
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs a command")
+        if self.connect_timeout <= 0 or self.call_timeout <= 0:
+            raise ValueError("timeouts must be positive")
+        object.__setattr__(self, "url", self.url or "")
+        object.__setattr__(self, "args", tuple(str(a) for a in self.args))
+        object.__setattr__(self, "env", _pairs(self.env))
+        object.__setattr__(self, "headers", _pairs(self.headers))
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"a {self.transport} server needs a url")
+
+    @property
+    def identity(self) -> str:
+        """The server this config belongs to: ``key`` if set, else ``name``."""
+        return str(self.key) if self.key is not None else self.name
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of every field: equal settings, equal fingerprint."""
+        blob = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- taps
+
+
+class InvalidFrame(ValueError):
+    """A line from a stdio server that is not a JSON-RPC message."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(f"invalid message from server ({reason}): {text[:200]!r}")
+        self.text = text
+        self.reason = reason
+
+
+@dataclass
+class _RawSessionMessage(SessionMessage):
+    """A SessionMessage that remembers the exact JSON object read off the wire."""
+
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Capture:
+    """Where a method call wants its raw result delivered (matched by request id)."""
+
+    method: str
+    request_id: Any = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+_current_capture: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("mcp_raw_capture", default=None)
+
+
+def _wire(message: Any) -> dict[str, Any]:
+    """The JSON object a transport writes for ``message`` (same dump as the SDK transports)."""
+    return json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
+
+
+class _TapWriter:
+    """Wraps the transport's write stream: reports frames and registers raw-result captures."""
+
+    def __init__(self, inner: Any, conn: Connection) -> None:
+        self._inner = inner
+        self._conn = conn
+
+    async def send(self, item: SessionMessage, /) -> None:
+        message = item.message
+        wire = _wire(message)
+        if isinstance(message, JSONRPCRequest):
+            self._conn._sent_methods[message.id] = message.method
+            capture = _current_capture.get()
+            if capture is not None and capture.method == message.method and capture.request_id is None:
+                capture.request_id = message.id
+                self._conn._captures[message.id] = capture
+        self._conn._emit_frame("out", wire)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _TapWriter:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+
+class _TapReader:
+    """Wraps the transport's read stream: reports frames, notifications, raw results, EOF."""
+
+    def __init__(self, inner: Any, conn: Connection) -> None:
+        self._inner = inner
+        self._conn = conn
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        # The dispatcher duck-types this to run handlers in the sender's context.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._conn._eof = True
+            raise
+        self._conn._tap_in(item)
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _TapReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _TapReader:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+
+class _TappedTransport:
+    """A ``mcp.client`` Transport: enters the real transport and yields tapped streams."""
+
+    def __init__(self, inner: Any, conn: Connection) -> None:
+        self._inner = inner
+        self._conn = conn
+
+    async def __aenter__(self) -> tuple[_TapReader, _TapWriter]:
+        read_stream, write_stream = await self._inner.__aenter__()
+        return _TapReader(read_stream, self._conn), _TapWriter(write_stream, self._conn)
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+
+# ------------------------------------------------------------------ stdio transport
+
+
+class _StdioProcess:
+    """State of our stdio child, readable by the Connection for pid/exit code/stderr."""
+
+    def __init__(self) -> None:
+        self.process: anyio.abc.Process | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode if self.process is not None else None
+
+
+def _parse_line(line: str) -> SessionMessage | Exception:
+    try:
+        raw = json.loads(line)
+    except ValueError as exc:
+        return InvalidFrame(line, f"not JSON: {exc}")
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
+    except ValidationError:
+        return InvalidFrame(line, "not a JSON-RPC message")
+    return _RawSessionMessage(message, raw=raw)
+
+
+@asynccontextmanager
+async def _stdio_transport(
+    config: ServerConfig, state: _StdioProcess, on_stderr: Callable[[str], None] | None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Newline-delimited JSON-RPC over a child's stdin/stdout, modelled on ``mcp.client.stdio``.
+
+    Ours because the SDK's hides the process (no pid, stderr goes to a file) and
+    parses lines before anyone can see the raw JSON. Shutdown follows the spec:
+    close stdin, wait, SIGTERM the process group, SIGKILL; every wait bounded.
+    """
+    env = {**get_default_environment(), **dict(config.env)}
+    if config.cwd and not os.path.isdir(config.cwd):
+        raise ConnectionFailed(f"{config.name}: working directory {config.cwd!r} does not exist")
+    try:
+        process = await anyio.open_process(
+            [config.command, *config.args], env=env, cwd=config.cwd or None, start_new_session=True
+        )
+    except OSError as exc:
+        raise ConnectionFailed(
+            f"{config.name}: could not start {config.command!r}: {exc.strerror or exc}"
+        ) from exc
+    state.process = process
+    assert process.stdin and process.stdout and process.stderr
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def stdout_reader() -> None:
+        buffer = b""
+        async with read_send:
+            try:
+                async for chunk in process.stdout:  # type: ignore[union-attr]
+                    lines = (buffer + chunk).split(b"\n")
+                    buffer = lines.pop()
+                    for line in lines:
+                        text = line.decode("utf-8", errors="replace").strip()
+                        if text:
+                            await read_send.send(_parse_line(text))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+                pass
+            # EOF: give the exit code and last stderr lines a moment to arrive, for a clearer error.
+            with anyio.move_on_after(0.5):
+                await stderr_done.wait()
+                while process.returncode is None:
+                    await anyio.sleep(0.01)
+
+    stderr_done = anyio.Event()
+
+    async def stderr_reader() -> None:
+        buffer = b""
+        try:
+            async for chunk in process.stderr:  # type: ignore[union-attr]
+                lines = (buffer + chunk).split(b"\n")
+                buffer = lines.pop()[-65536:]
+                for line in lines:
+                    text = line.decode("utf-8", errors="replace").rstrip()
+                    state.stderr_tail.append(text)
+                    if on_stderr is not None:
+                        try:
+                            on_stderr(text)
+                        except Exception:
+                            logger.exception("on_stderr callback raised")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            pass
+        finally:
+            stderr_done.set()
+
+    async def stdin_writer() -> None:
+        try:
+            async with write_recv:
+                async for item in write_recv:
+                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await process.stdin.send(data.encode())  # type: ignore[union-attr]
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_send.aclose()  # the session must see the end, not hang
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdout_reader)
+        tg.start_soon(stderr_reader)
+        tg.start_soon(stdin_writer)
+        try:
+            yield read_recv, write_send
+        finally:
+            with anyio.CancelScope(shield=True):
+                await write_send.aclose()
+                await _stop_process(process)
+            tg.cancel_scope.cancel()
+
+
+async def _stop_process(process: anyio.abc.Process) -> None:
+    """Close stdin, give the server 2s to exit, then TERM/KILL its whole process group."""
+    try:
+        await process.stdin.aclose()  # type: ignore[union-attr]
+    except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    with anyio.move_on_after(2.0):
+        while process.returncode is None:
+            await anyio.sleep(0.01)
+    if process.returncode is None:
+        await terminate_posix_process_tree(process, 2.0)
+        with anyio.move_on_after(2.0):
+            while process.returncode is None:
+                await anyio.sleep(0.01)
+    for stream in (process.stdout, process.stderr):
+        try:
+            await stream.aclose()  # type: ignore[union-attr]
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+
+# ---------------------------------------------------------------------- Connection
+
+
+def _flatten(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _flatten(sub)]
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    """A short human-readable cause for an exception, unwrapping exception groups."""
+    leaves = [e for e in _flatten(exc) if not isinstance(e, anyio.get_cancelled_exc_class())] or _flatten(exc)
+    parts = []
+    for leaf in leaves:
+        if isinstance(leaf, ConnectionFailed):
+            return str(leaf)
+        if isinstance(leaf, httpx2.ConnectError):
+            parts.append(f"cannot connect ({leaf})")
+        elif isinstance(leaf, httpx2.HTTPStatusError):
+            parts.append(f"HTTP {leaf.response.status_code} from {leaf.request.url}")
+        elif isinstance(leaf, httpx2.TimeoutException):
+            parts.append(f"HTTP timeout ({type(leaf).__name__})")
+        elif isinstance(leaf, MCPError):
+            parts.append(f"{leaf.error.message} (code {leaf.error.code})")
+        else:
+            parts.append(f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__)
+    return "; ".join(dict.fromkeys(parts))
+
+
+class Connection:
+    """A live connection to one MCP server. Create, ``await connect()``, call, ``await close()``.
+
+    Callbacks run synchronously on the event loop (from the transport's reading
+    task); they must be quick and must not block. Exceptions they raise are logged.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        on_frame: FrameCallback | None = None,
+        on_notification: NotificationCallback | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        client_info: types.Implementation = CLIENT_INFO,
+    ) -> None:
+        self.config = config
+        self.on_frame = on_frame
+        self.on_notification = on_notification
+        self.on_stderr = on_stderr
+        self._client_info = client_info
+        self._client: Client | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._closing: anyio.Event | None = None
+        self._failure: BaseException | None = None
+        self._connected = False
+        self._closed = False
+        self._eof = False
+        self._stdio = _StdioProcess()
+        self._sent_methods: dict[Any, str] = {}
+        self._captures: dict[Any, _Capture] = {}
+        self._handshake: dict[str, dict[str, Any]] = {}
+        self._last_invalid: InvalidFrame | None = None
+        self._session_gone = False
+        self._protocol_version: str | None = None
+        self._sdk_snapshot: dict[str, Any] = {}  # fallback if the raw handshake was not seen
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def pid(self) -> int | None:
+        """The stdio child's pid (None for HTTP/SSE or before connect)."""
+        return self._stdio.pid
+
+    @property
+    def alive(self) -> bool:
+        """Connected and nothing has shown the connection to be broken."""
+        return (
+            self._connected
+            and not self._closed
+            and not self._eof
+            and not self._session_gone
+            and self._owner is not None
+            and not self._owner.done()
+            and (self.config.transport != "stdio" or self._stdio.returncode is None)
+        )
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The last lines the stdio server wrote to stderr."""
+        return list(self._stdio.stderr_tail)
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The negotiated version, e.g. "2026-07-28" (discover) or "2025-11-25" (initialize)."""
+        return self._protocol_version
+
+    @property
+    def is_modern(self) -> bool:
+        return self._protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def _handshake_result(self) -> dict[str, Any]:
+        return self._handshake.get("server/discover" if self.is_modern else "initialize", {})
+
+    @property
+    def server_info(self) -> dict[str, Any] | None:
+        """Raw ``serverInfo`` (legacy) or the discover result's ``_meta`` serverInfo stamp (2026)."""
+        raw = self._handshake_result()
+        if self.is_modern:
+            info = (raw.get("_meta") or {}).get(types.SERVER_INFO_META_KEY)
+        else:
+            info = raw.get("serverInfo")
+        return copy.deepcopy(info if info is not None else self._sdk_snapshot.get("serverInfo"))
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        raw = self._handshake_result().get("capabilities")
+        return copy.deepcopy(raw if raw is not None else self._sdk_snapshot.get("capabilities", {}))
+
+    @property
+    def instructions(self) -> str | None:
+        raw = self._handshake_result()
+        if "instructions" in raw:
+            return raw["instructions"]
+        return self._sdk_snapshot.get("instructions")
+
+    @property
+    def handshake_result(self) -> dict[str, Any]:
+        """The raw initialize (legacy) or server/discover (2026) result."""
+        return copy.deepcopy(self._handshake_result())
+
+    # ------------------------------------------------------------- tap hooks
+
+    def _emit_frame(self, direction: str, message: dict[str, Any]) -> None:
+        if self.on_frame is None:
+            return
+        try:
+            self.on_frame(direction, message, time.time())
+        except Exception:
+            logger.exception("on_frame callback raised")
+
+    def _tap_in(self, item: SessionMessage | Exception) -> None:
+        if isinstance(item, Exception):
+            if isinstance(item, InvalidFrame):
+                self._last_invalid = item
+                self._emit_frame("in", {"invalid": item.text, "reason": item.reason})
+            else:
+                self._emit_frame("in", {"invalid": str(item), "reason": type(item).__name__})
+            return
+        message = item.message
+        wire = item.raw if isinstance(item, _RawSessionMessage) else _wire(message)
+        self._emit_frame("in", wire)
+        if isinstance(message, JSONRPCResponse | types.JSONRPCError):
+            method = self._sent_methods.pop(message.id, None)
+            capture = self._captures.pop(message.id, None)
+            result = wire.get("result")
+            if method in ("initialize", "server/discover") and isinstance(result, dict):
+                self._handshake[method] = copy.deepcopy(result)
+            if capture is not None:
+                if isinstance(result, dict):
+                    capture.result = copy.deepcopy(result)
+                else:
+                    capture.error = copy.deepcopy(wire.get("error"))
+        elif isinstance(message, JSONRPCNotification) and self.on_notification is not None:
+            try:
+                self.on_notification(message.method, copy.deepcopy(wire.get("params") or {}))
+            except Exception:
+                logger.exception("on_notification callback raised")
+
+    # --------------------------------------------------------- connect/close
+
+    def _transport(self) -> Any:
+        config = self.config
+        if config.transport == "stdio":
+            return _stdio_transport(config, self._stdio, self.on_stderr)
+        headers = dict(config.headers)
+        if config.transport == "streamable_http":
+            # read=None: response streams legitimately stay open during long calls,
+            # and every request is bounded by our own per-call timeout instead.
+            http = httpx2.AsyncClient(
+                headers=headers,
+                timeout=httpx2.Timeout(
+                    connect=config.connect_timeout, read=None, write=config.call_timeout, pool=config.connect_timeout
+                ),
+                event_hooks={"response": [self._watch_http_session]},
+            )
+            return _owned_http(http, streamable_http_client(config.url, http_client=http))
+        return sse_client(config.url, headers=headers, timeout=config.connect_timeout, sse_read_timeout=300.0)
+
+    async def _watch_http_session(self, response: httpx2.Response) -> None:
+        """A 404 for a request carrying our session id means the server forgot the session
+        (it restarted): the SDK reports that as an ordinary JSON-RPC error, we call it lost."""
+        if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+            self._session_gone = True
+
+    async def connect(self) -> None:
+        """Open the transport and negotiate (2026-07-28 discover, falling back to initialize).
+
+        Raises ConnectionFailed (unreachable, bad command, early exit, garbage
+        instead of JSON-RPC, no answer within ``connect_timeout``).
+        """
+        if self._owner is not None:
+            raise RuntimeError("Connection.connect() may be called only once")
+        self._closing = anyio.Event()
+        ready = asyncio.get_running_loop().create_future()
+        self._owner = asyncio.create_task(self._own(ready), name=f"mcp-connection:{self.config.name}")
+        try:
+            await asyncio.shield(ready)
+        except asyncio.CancelledError:
+            await self.close()
+            raise
+        if not self._connected:
+            error = self._connect_error(self._failure or TimeoutError())  # before close() changes the exit code
+            await self.close()
+            raise error
+
+    def _connect_error(self, failure: BaseException) -> ConnectionFailed:
+        if isinstance(failure, ConnectionFailed):
+            return failure
+        name = self.config.name
+        if self.config.transport == "stdio":
+            where = " ".join(shlex.join([self.config.command, *self.config.args]).split())[:300]
+        else:
+            where = self.config.url
+        if isinstance(failure, TimeoutError):
+            reason = f"no answer to the MCP handshake within {self.config.connect_timeout:g}s"
+        else:
+            reason = _describe(failure)
+        reason += self._stdio_context()
+        return ConnectionFailed(f"{name}: could not connect to {where}: {reason}")
+
+    def _stdio_context(self) -> str:
+        """Exit code, stderr tail and invalid output: what makes a stdio failure understandable."""
+        extra = ""
+        if self.config.transport == "stdio":
+            code = self._stdio.returncode
+            if code is not None:
+                extra += f"; server process exited with code {code}"
+            tail = [line for line in self._stdio.stderr_tail if line.strip()][-5:]
+            if tail:
+                extra += "; stderr: " + " | ".join(tail)[-800:]
+        if self._last_invalid is not None:
+            extra += f"; server wrote non-JSON-RPC output: {self._last_invalid.text[:200]!r}"
+        return extra
+
+    async def _own(self, ready: asyncio.Future[None]) -> None:
+        """Owner task: enters the SDK client, waits for close(), exits it (same task, as anyio requires)."""
+        assert self._closing is not None
+        config = self.config
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + config.connect_timeout) as scope:
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        _TappedTransport(self._transport(), self),
+                        mode=config.mode,
+                        cache=None,
+                        client_info=self._client_info,
+                        extensions=[advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})],
+                    )
+                    await stack.enter_async_context(client)
+                    self._client = client
+                    self._remember_handshake(client)
+                    async with anyio.create_task_group() as tg:
+                        if self.is_modern:
+                            # Wait for the listen ack so no early list_changed is missed.
+                            await tg.start(self._listen, client)
+                        scope.deadline = math.inf
+                        self._connected = True
+                        if not ready.done():
+                            ready.set_result(None)
+                        await self._closing.wait()
+                        tg.cancel_scope.cancel()
+            if scope.cancelled_caught and not self._connected:
+                self._failure = TimeoutError()
+        except BaseException as exc:  # noqa: BLE001 - recorded, reported as ConnectionFailed
+            self._failure = exc
+            if self._connected and not self._closed:
+                logger.info("connection to %s ended: %s", config.name, _describe(exc))
+            if not isinstance(exc, Exception | BaseExceptionGroup | asyncio.CancelledError):
+                raise
+        finally:
+            self._eof = True
+            if not ready.done():
+                ready.set_result(None)
+
+    def _remember_handshake(self, client: Client) -> None:
+        session = client.session
+        self._protocol_version = session.protocol_version
+        dump = {"by_alias": True, "mode": "json", "exclude_none": True}
+        if session.server_info is not None:
+            self._sdk_snapshot["serverInfo"] = session.server_info.model_dump(**dump)
+        if session.server_capabilities is not None:
+            self._sdk_snapshot["capabilities"] = session.server_capabilities.model_dump(**dump)
+        self._sdk_snapshot["instructions"] = session.instructions
+
+    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """On 2026-07-28 connections, list-changed notifications only flow on a listen stream.
+
+        Best-effort: a server that refuses or drops the stream still works for calls.
+        """
+        caps = self.capabilities
+        wanted = {kind: bool((caps.get(kind) or {}).get("listChanged")) for kind in ("tools", "prompts", "resources")}
+        started = False
+        try:
+            if any(wanted.values()):
+                async with client.listen(
+                    tools_list_changed=wanted["tools"],
+                    prompts_list_changed=wanted["prompts"],
+                    resources_list_changed=wanted["resources"],
+                ) as subscription:
+                    task_status.started()
+                    started = True
+                    async for _event in subscription:
+                        pass  # the raw notifications already went to on_notification
+        except Exception as exc:  # noqa: BLE001 - notifications are best-effort
+            logger.info("subscriptions/listen on %s ended: %s", self.config.name, _describe(exc))
+        finally:
+            if not started:
+                task_status.started()
+
+    async def close(self) -> None:
+        """Close the session and transport; a stdio child is terminated (TERM, then KILL)."""
+        self._closed = True
+        if self._closing is not None:
+            self._closing.set()
+        owner = self._owner
+        if owner is None or owner.done():
+            return
+        if not self._connected:
+            owner.cancel()  # still handshaking: nobody is waiting for a graceful goodbye
+        done, _ = await asyncio.wait({owner}, timeout=_CLOSE_GRACE)
+        if not done:
+            owner.cancel()
+            await asyncio.wait({owner}, timeout=2.0)
+        if self._stdio.process is not None and self._stdio.returncode is None:
+            # Last resort: never leave a child behind.
+            try:
+                os.killpg(self._stdio.process.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    async def __aenter__(self) -> Connection:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # -------------------------------------------------------------- requests
+
+    def _session(self) -> ClientSession:
+        if self._client is None or not self._connected:
+            raise ConnectionFailed(f"{self.config.name}: not connected")
+        if not self.alive:
+            raise self._lost("the connection is closed")
+        return self._client.session
+
+    def _lost(self, doing: str) -> ConnectionFailed:
+        cause = ""
+        if self._failure is not None and not isinstance(self._failure, asyncio.CancelledError):
+            cause = f": {_describe(self._failure)}"
+        return ConnectionFailed(f"{self.config.name}: connection lost while {doing}{cause}{self._stdio_context()}")
+
+    async def _call(self, method: str, send: Callable[[], Awaitable[Any]], timeout: float) -> dict[str, Any]:
+        """Run one SDK request, returning the raw result dict matched by JSON-RPC id.
+
+        SDK validation failures are ignored when the raw result arrived: the
+        inspector reports what the server sent and validates it itself.
+        """
+        self._session()
+        capture = _Capture(method)
+        token = _current_capture.set(capture)
+        try:
+            with anyio.fail_after(timeout + 2.0):  # hard bound even if a transport write wedges
+                try:
+                    fallback = await send()
+                except (ValidationError, RuntimeError):
+                    if capture.result is None:
+                        raise
+                    fallback = None
+        except MCPError as exc:
+            if exc.error.code == REQUEST_TIMEOUT:
+                raise CallTimeout(
+                    f"{self.config.name}: no answer to {method} within {timeout:g}s{self._stdio_context()}"
+                ) from None
+            if exc.error.code == CONNECTION_CLOSED or not self.alive:
+                if self._session_gone:
+                    raise self._lost(f"waiting for {method} (the server no longer knows our session)") from None
+                raise self._lost(f"waiting for {method} ({exc.error.message})") from None
+            raise RemoteError(exc.error.code, exc.error.message, exc.error.data) from None
+        except TimeoutError:
+            if not self.alive:
+                raise self._lost(f"waiting for {method}") from None
+            raise CallTimeout(f"{self.config.name}: no answer to {method} within {timeout:g}s") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise self._lost(f"sending {method}") from exc
+        except Exception as exc:
+            if not self.alive:
+                raise self._lost(f"waiting for {method}") from exc
+            raise
+        finally:
+            _current_capture.reset(token)
+            if capture.request_id is not None:
+                self._captures.pop(capture.request_id, None)
+        if capture.result is not None:
+            return capture.result
+        if isinstance(fallback, dict):
+            return fallback
+        return fallback.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[union-attr]
+
+    async def _request(self, request: Any, timeout: float | None = None) -> dict[str, Any]:
+        t = timeout or self.config.call_timeout
+        return await self._call(
+            request.method, lambda: self._session().send_request(request, _RAW, request_read_timeout_seconds=t), t
+        )
+
+    async def _list(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(_PAGE_CAP):
+            page = await self._call_page(method, make(cursor), timeout)
+            items.extend(page.get(key) or [])
+            cursor = page.get("nextCursor")
+            if not cursor or cursor in seen:
+                break
+            seen.add(cursor)
+        return items
+
+    async def _call_page(self, method: str, request: Any, timeout: float | None) -> dict[str, Any]:
+        t = timeout or self.config.call_timeout
+        if method == "tools/list":
+            # Through session.list_tools so the SDK learns each tool's x-mcp-header
+            # map (needed for tools/call headers on 2026-07-28 HTTP).
+            params = request.params
+            return await self._call(method, lambda: self._session().list_tools(params=params), t)
+        return await self._request(request, t)
+
+    async def list_tools(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """All tools, every page, as raw dicts."""
+        return await self._list(
+            "tools/list", "tools", lambda c: types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=c)), timeout
+        )
+
+    async def list_resources(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """All resources, every page, as raw dicts."""
+        return await self._list(
+            "resources/list",
+            "resources",
+            lambda c: types.ListResourcesRequest(params=types.PaginatedRequestParams(cursor=c)),
+            timeout,
+        )
+
+    async def list_resource_templates(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """All resource templates, every page, as raw dicts."""
+        return await self._list(
+            "resources/templates/list",
+            "resourceTemplates",
+            lambda c: types.ListResourceTemplatesRequest(params=types.PaginatedRequestParams(cursor=c)),
+            timeout,
+        )
+
+    async def list_prompts(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """All prompts, every page, as raw dicts."""
+        return await self._list(
+            "prompts/list", "prompts", lambda c: types.ListPromptsRequest(params=types.PaginatedRequestParams(cursor=c)), timeout
+        )
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """The raw ``tools/call`` result, unknown fields kept; never validated against outputSchema."""
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments or {}))
+        return await self._request(request, timeout)
+
+    async def read_resource(self, uri: str, timeout: float | None = None) -> dict[str, Any]:
+        """The raw ``resources/read`` result (``contents`` with ``text`` or base64 ``blob``)."""
+        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+        return await self._request(request, timeout)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """The raw ``prompts/get`` result."""
+        request = types.GetPromptRequest(params=types.GetPromptRequestParams(name=name, arguments=arguments))
+        return await self._request(request, timeout)
+
+
+@asynccontextmanager
+async def _owned_http(http: httpx2.AsyncClient, transport: Any) -> AsyncIterator[Any]:
+    """Streamable HTTP does not close an http_client it was given; this does."""
+    async with http:
+        async with transport as streams:
+            yield streams

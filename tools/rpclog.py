@@ -1,0 +1,107 @@
+"""The JSON-RPC log: every frame a worker's MCP connections send or receive, as rows.
+
+Frames arrive on the pool's event-loop thread; writing them there would stall every MCP
+connection of the process, so they are queued and written in batches by one thread.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import queue
+import threading
+from typing import Any
+
+from django.db import close_old_connections
+
+log = logging.getLogger(__name__)
+
+LOG_GROUP = "rpclog"
+
+
+def describe(message: dict[str, Any]) -> tuple[str, str, str]:
+    """(kind, method, id) of a JSON-RPC message."""
+    rpc_id = message.get("id")
+    method = message.get("method") or ""
+    if method:
+        kind = "request" if rpc_id is not None else "notification"
+    elif "error" in message:
+        kind = "error"
+    else:
+        kind = "response"
+    return kind, method, "" if rpc_id is None else str(rpc_id)
+
+
+class FrameRecorder:
+    def __init__(self) -> None:
+        self.queue: queue.Queue = queue.Queue()
+        self.pending: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self.thread = threading.Thread(target=self._run, name="rpc-frame-writer", daemon=True)
+        self.thread.start()
+
+    def __call__(self, config, direction: str, message: dict[str, Any], at: float) -> None:
+        self.queue.put((config.key, direction, message, at))
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until every queued frame is written (tests and shutdown)."""
+        done = threading.Event()
+        self.queue.put(done)
+        done.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            batch = [self.queue.get()]
+            while len(batch) < 200:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._write([b for b in batch if isinstance(b, tuple)])
+            except Exception:  # noqa: BLE001 - the log must never take the worker down
+                log.exception("could not write %d JSON-RPC frames", len(batch))
+            for item in batch:
+                if isinstance(item, threading.Event):
+                    item.set()
+
+    def _write(self, batch: list[tuple]) -> None:
+        if not batch:
+            return
+        from inspector.events import publish
+        from tools.models import RpcFrame
+
+        close_old_connections()
+        rows = []
+        for key, direction, message, at in batch:
+            kind, method, rpc_id = describe(message)
+            latency = None
+            if kind == "request":
+                self.pending[(key, direction, rpc_id)] = (method, at)
+            elif kind in ("response", "error"):
+                # A response travels the other way from its request.
+                request_dir = "out" if direction == "in" else "in"
+                method, started = self.pending.pop((key, request_dir, rpc_id), (method, None))
+                latency = round((at - started) * 1000, 2) if started else None
+            rows.append(
+                RpcFrame(
+                    server_id=int(key), direction=direction, method=method, rpc_id=rpc_id, kind=kind,
+                    payload=message, size_bytes=len(json.dumps(message)), latency_ms=latency,
+                    at=dt.datetime.fromtimestamp(at, tz=dt.timezone.utc),
+                )
+            )
+        RpcFrame.objects.bulk_create(rows)
+        publish(LOG_GROUP, {"type": "rpc.frames", "frames": [row.as_event() for row in rows]})
+        close_old_connections()
+
+
+_recorder: FrameRecorder | None = None
+_lock = threading.Lock()
+
+
+def recorder() -> FrameRecorder:
+    global _recorder
+    with _lock:
+        if _recorder is None or not _recorder.thread.is_alive():
+            _recorder = FrameRecorder()
+        return _recorder

@@ -1,0 +1,260 @@
+"""Server registry and inspector pages. MCP traffic is delegated to workers (tools.tasks)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from inspector.api import ApiError
+from tools import config_file
+from tools.api import editable_server, tool_json, visible_server, wait_for_worker
+from tools.forms import STDIO_STAFF_ONLY, ServerForm
+from tools.models import RpcFrame, Server, Transport
+
+
+def _ask_worker(server: Server, action: str, params: dict | None = None) -> dict:
+    from tools.tasks import server_action
+
+    try:
+        return wait_for_worker(server_action.delay(server.pk, action, params or {}), action.replace("_", " "))
+    except ApiError as exc:
+        return {"ok": False, "error": str(exc)}
+
+
+def server_list(request: HttpRequest) -> HttpResponse:
+    servers = Server.objects.visible_to(request.user).select_related("owner")
+    return render(request, "tools/server_list.html", {"servers": servers})
+
+
+def _form_page(request: HttpRequest, instance: Server | None) -> HttpResponse:
+    if request.method == "POST":
+        form = ServerForm(request.POST, instance=instance, user=request.user)
+        try:
+            valid = form.is_valid()
+        except PermissionDenied as exc:
+            return render(request, "tools/forbidden.html", {"message": str(exc)}, status=403)
+        if valid:
+            server = form.save(commit=False)
+            if instance is None:
+                server.owner = request.user
+            server.save()
+            if server.enabled:
+                from tools.tasks import server_action
+
+                server_action.delay(server.pk, "refresh", {"reconnect": True})
+            messages.success(
+                request, f"Saved “{server.name}”; a worker is connecting to it and listing its tools. "
+                "Reload in a moment, or press “Test connection & refresh” to wait for the answer.")
+            return redirect("server_detail", pk=server.pk)
+    else:
+        form = ServerForm(instance=instance, user=request.user)
+    return render(request, "tools/server_form.html", {"form": form, "server": instance, "stdio_note": STDIO_STAFF_ONLY})
+
+
+def server_new(request: HttpRequest) -> HttpResponse:
+    return _form_page(request, None)
+
+
+def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    try:
+        server = editable_server(request, pk)
+        if server.transport == Transport.STDIO and not request.user.is_staff:
+            raise PermissionDenied(STDIO_STAFF_ONLY)
+    except PermissionDenied as exc:
+        return render(request, "tools/forbidden.html", {"message": str(exc)}, status=403)
+    return _form_page(request, server)
+
+
+@require_POST
+def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    try:
+        server = editable_server(request, pk)
+        if server.transport == Transport.STDIO and not request.user.is_staff:
+            raise PermissionDenied("Only staff users can delete stdio servers.")
+    except PermissionDenied as exc:
+        return render(request, "tools/forbidden.html", {"message": str(exc)}, status=403)
+    name = server.name
+    server.delete()
+    messages.success(request, f"Deleted “{name}”.")
+    return redirect("server_list")
+
+
+@require_POST
+def server_toggle(request: HttpRequest, pk: int) -> HttpResponse:
+    try:
+        server = editable_server(request, pk)
+        if server.transport == Transport.STDIO and not request.user.is_staff:
+            raise PermissionDenied(STDIO_STAFF_ONLY)
+    except PermissionDenied as exc:
+        return render(request, "tools/forbidden.html", {"message": str(exc)}, status=403)
+    server.enabled = not server.enabled
+    server.save(update_fields=["enabled", "updated_at"])
+    messages.success(request, f"“{server.name}” is now {'enabled' if server.enabled else 'disabled'}.")
+    return redirect("server_detail", pk=server.pk)
+
+
+@require_POST
+def server_test(request: HttpRequest, pk: int) -> HttpResponse:
+    server = visible_server(request, pk)
+    answer = _ask_worker(server, "refresh", {"reconnect": True})
+    if answer.get("ok"):
+        messages.success(request, f"Connected: protocol {answer.get('protocol_version') or '?'}, {answer.get('tool_count', 0)} tools.")
+    else:
+        messages.error(request, f"Connection failed: {answer['error']}")
+    return redirect("server_detail", pk=server.pk)
+
+
+def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    server = visible_server(request, pk)
+    return render(
+        request,
+        "tools/server_detail.html",
+        {"server": server, "tools": server.tools.all(), "tab": "overview", "can_edit": server.owner_id == request.user.pk},
+    )
+
+
+def tool_detail(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    server = visible_server(request, pk)
+    tool = get_object_or_404(server.tools, name=name)
+    return render(
+        request,
+        "tools/tool_detail.html",
+        {"server": server, "tool": tool, "tool_json": tool_json(tool), "tab": "tools"},
+    )
+
+
+def resources(request: HttpRequest, pk: int) -> HttpResponse:
+    server = visible_server(request, pk)
+    answer = _ask_worker(server, "resources")
+    read = None
+    uri = request.GET.get("uri", "").strip()
+    if uri:
+        read = _ask_worker(server, "read_resource", {"uri": uri})
+        if read.get("ok"):
+            read["contents"] = [_render_content(c) for c in (read["result"] or {}).get("contents", [])]
+    return render(
+        request,
+        "tools/resources.html",
+        {"server": server, "answer": answer, "uri": uri, "read": read, "tab": "resources"},
+    )
+
+
+def _render_content(content: dict) -> dict:
+    """Decide how a resource content shows: pretty JSON, text, an image, or a download."""
+    mime = content.get("mimeType") or ""
+    shown = {"uri": content.get("uri"), "mime": mime, "raw": content}
+    if "text" in content:
+        text = content["text"]
+        if "json" in mime:
+            try:
+                text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            except ValueError:
+                pass
+        shown.update(kind="text", text=text)
+    elif "blob" in content:
+        if mime.startswith("image/"):
+            shown.update(kind="image", data_url=f"data:{mime};base64,{content['blob']}")
+        else:
+            shown.update(kind="blob", size=len(base64.b64decode(content["blob"] or "", validate=False)))
+    return shown
+
+
+@require_GET
+def resource_download(request: HttpRequest, pk: int) -> HttpResponse:
+    server = visible_server(request, pk)
+    uri = request.GET.get("uri", "")
+    read = _ask_worker(server, "read_resource", {"uri": uri})
+    if not read.get("ok"):
+        return HttpResponse(read["error"], status=502, content_type="text/plain")
+    for content in (read["result"] or {}).get("contents", []):
+        if "blob" in content:
+            data = base64.b64decode(content["blob"])
+            response = HttpResponse(data, content_type=content.get("mimeType") or "application/octet-stream")
+            filename = uri.rstrip("/").rsplit("/", 1)[-1] or "resource.bin"
+            response["Content-Disposition"] = f'attachment; filename="{filename}"'
+            return response
+        if "text" in content:
+            return HttpResponse(content["text"], content_type="text/plain; charset=utf-8")
+    return HttpResponse("The resource has no contents.", status=404, content_type="text/plain")
+
+
+def prompts(request: HttpRequest, pk: int) -> HttpResponse:
+    server = visible_server(request, pk)
+    answer = _ask_worker(server, "prompts")
+    result = None
+    args: dict[str, str] = {}
+    name = request.POST.get("prompt") if request.method == "POST" else None
+    if name:
+        args = {k[4:]: v for k, v in request.POST.items() if k.startswith("arg_") and v != ""}
+        result = _ask_worker(server, "get_prompt", {"name": name, "arguments": args})
+    return render(
+        request,
+        "tools/prompts.html",
+        {"server": server, "answer": answer, "result": result, "selected": name, "submitted": args, "tab": "prompts"},
+    )
+
+
+def rpc_log(request: HttpRequest) -> HttpResponse:
+    servers = log_servers(request.user)
+    frames = _filtered_frames(request)[:200]
+    return render(
+        request,
+        "tools/rpc_log.html",
+        {"servers": servers, "frames": frames, "filters": request.GET, "methods": _methods(request)},
+    )
+
+
+def log_servers(user):
+    """Servers whose JSON-RPC frames `user` may read: their own (frames carry every user's
+    arguments and results, so a shared server's log stays with its owner), or all for superusers."""
+    return Server.objects.all() if user.is_superuser else Server.objects.filter(owner=user)
+
+
+def _methods(request: HttpRequest) -> list[str]:
+    visible = log_servers(request.user).values("pk")
+    return list(RpcFrame.objects.filter(server__in=visible).exclude(method="").values_list("method", flat=True).distinct().order_by("method"))
+
+
+def _filtered_frames(request: HttpRequest):
+    frames = RpcFrame.objects.filter(server__in=log_servers(request.user).values("pk")).select_related("server")
+    if request.GET.get("server", "").isdigit():
+        frames = frames.filter(server_id=int(request.GET["server"]))
+    if request.GET.get("method"):
+        frames = frames.filter(method=request.GET["method"])
+    if request.GET.get("direction") in ("in", "out"):
+        frames = frames.filter(direction=request.GET["direction"])
+    return frames.order_by("-at", "-id")
+
+
+def rpc_log_export(request: HttpRequest) -> JsonResponse:
+    frames = [f.as_event() for f in _filtered_frames(request)[:50000]]
+    response = JsonResponse({"frames": frames}, json_dumps_params={"indent": 1})
+    response["Content-Disposition"] = 'attachment; filename="jsonrpc-log.json"'
+    return response
+
+
+@require_POST
+def servers_import_page(request: HttpRequest) -> HttpResponse:
+    raw = request.POST.get("config", "")
+    upload = request.FILES.get("file")
+    if upload:
+        raw = upload.read().decode("utf-8", errors="replace")
+    try:
+        document = json.loads(raw)
+        if not isinstance(document, dict):
+            raise ValueError("the file must hold a JSON object")
+    except ValueError as exc:
+        messages.error(request, f"Could not read the configuration: {exc}")
+        return redirect("server_list")
+    created, errors = config_file.import_servers(document, request.user)
+    if created:
+        messages.success(request, f"Imported {len(created)} server(s): {', '.join(s.name for s in created)}.")
+    for err in errors:
+        messages.error(request, f"{err['name'] or 'Import'}: {err['error']}")
+    return redirect("server_list")

@@ -1,0 +1,174 @@
+"""The server side of the MCP Apps host: the view's HTML, and the requests a view may make.
+
+A view may call only tools of its own server whose visibility includes "app"; its calls go
+through the tool-call pipeline (origin "widget") like any other, and are stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, JsonResponse
+from django.shortcuts import get_object_or_404
+
+from chat.models import ModelContext
+from inspector.api import ApiError, api_view, json_body
+from tools.api import start_tool_call, wait_for_worker
+from tools.models import Server, Tool, ToolCall, UiResource, embedded_ui_resource
+
+APP_MIME = "text/html;profile=mcp-app"
+SKYBRIDGE_MIME = "text/html+skybridge"
+DISPLAY_MODES = ("inline", "fullscreen", "pip")
+
+
+def _call(request: HttpRequest, pk) -> ToolCall:
+    """The call that rendered the view, on a server the user can still see."""
+    call = get_object_or_404(ToolCall.objects.visible_to(request.user).select_related("server"), pk=pk)
+    if not Server.objects.visible_to(request.user).filter(pk=call.server_id).exists():
+        raise Http404("The view's server is no longer shared with you.")
+    return call
+
+
+def _html_of(content: dict) -> str:
+    if "text" in content:
+        return str(content["text"])
+    if "blob" in content:
+        return base64.b64decode(content["blob"]).decode("utf-8", errors="replace")
+    raise ApiError("The UI resource has neither text nor blob content.", status=502)
+
+
+def fetch_ui_resource(call: ToolCall, uri: str) -> UiResource:
+    """Read the view through a worker (resources/read), cached per server and URI."""
+    from tools.tasks import server_action
+
+    cached = UiResource.objects.filter(server=call.server, uri=uri).first()
+    if cached:
+        return cached
+    answer = wait_for_worker(server_action.delay(call.server_id, "read_resource", {"uri": uri}), "the view's resources/read")
+    if not answer.get("ok"):
+        raise ApiError(f"Could not read the view {uri}: {answer['error']}", status=502)
+    contents = (answer["result"] or {}).get("contents") or []
+    if not contents:
+        raise ApiError(f"The server returned no contents for {uri}.", status=502)
+    content = contents[0]
+    meta = ((content.get("_meta") or {}).get("ui")) or {}
+    if not meta:
+        listed = wait_for_worker(server_action.delay(call.server_id, "resources", {}), "resources/list")
+        for entry in listed.get("resources", []) if listed.get("ok") else []:
+            if entry.get("uri") == uri:
+                meta = ((entry.get("_meta") or {}).get("ui")) or {}
+    resource, _ = UiResource.objects.update_or_create(
+        server=call.server, uri=uri,
+        defaults={"mime_type": content.get("mimeType") or "", "html": _html_of(content), "meta": meta},
+    )
+    return resource
+
+
+@api_view("GET")
+def view(request: HttpRequest, pk) -> JsonResponse:
+    call = _call(request, pk)
+    tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
+    warning = ""
+    embedded = None
+    try:
+        embedded = embedded_ui_resource(call.full_result.raw)
+    except ToolCall.full_result.RelatedObjectDoesNotExist:
+        pass
+    if tool and tool.ui_resource_uri:
+        resource = fetch_ui_resource(call, tool.ui_resource_uri)
+        html, mime, meta = resource.html, resource.mime_type, resource.meta
+    elif embedded:
+        # MCP-UI: the view travels inside the result itself.
+        html, mime, meta = _html_of(embedded), embedded.get("mimeType") or "", ((embedded.get("_meta") or {}).get("ui")) or {}
+    else:
+        raise ApiError("This tool call has no interactive view.", status=404)
+    mime_base = mime.split(";")[0].strip().lower()
+    openai = bool(tool and tool.is_openai_widget) or mime == SKYBRIDGE_MIME
+    if mime == SKYBRIDGE_MIME:
+        warning = "This view uses the older OpenAI Apps SDK mime type text/html+skybridge; it is shown with the window.openai compatibility layer."
+    elif mime_base != "text/html":
+        warning = f"Unexpected view mime type {mime!r}; expected {APP_MIME}."
+    context = ModelContext.objects.filter(tool_call=call).first()
+    declared = [m for m in (meta.get("displayModes") or meta.get("availableDisplayModes") or DISPLAY_MODES) if m in DISPLAY_MODES]
+    return JsonResponse(
+        {
+            "html": html, "mime_type": mime, "csp": meta.get("csp"), "permissions": meta.get("permissions"),
+            "prefersBorder": meta.get("prefersBorder"), "domain": meta.get("domain"), "openai": openai,
+            "tool": tool.definition if tool else {"name": call.tool_name},
+            # The Apps SDK shim saves setWidgetState as the view's structured model context.
+            "widget_state": (context.widget_state if context.widget_state is not None else (context.structured if openai else None)) if context else None,
+            "model_context": {"content": context.content, "structuredContent": context.structured} if context else None,
+            "display_modes": declared or ["inline"], "warning": warning,
+        }
+    )
+
+
+def _wait_final(call: ToolCall) -> ToolCall:
+    deadline = time.monotonic() + settings.MCP_WEB_WAIT
+    while time.monotonic() < deadline:
+        call.refresh_from_db()
+        if call.is_final:
+            return call
+        time.sleep(0.05)
+    raise ApiError("The tool call did not finish in time.", status=504)
+
+
+@api_view("POST")
+def tools_call(request: HttpRequest, pk) -> JsonResponse:
+    """`tools/call` from a view: own server only, and only tools visible to apps."""
+    origin_call = _call(request, pk)
+    body = json_body(request)
+    name = body.get("name")
+    arguments = body.get("arguments") or {}
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        raise ApiError("Expected {\"name\": string, \"arguments\": object}.")
+    tool = Tool.objects.filter(server=origin_call.server, name=name).first()
+    if tool is None:
+        raise ApiError(f"The view's server has no tool named {name!r}; a view may call only its own server's tools.", status=403)
+    if "app" not in (tool.visibility or []):
+        raise ApiError(f"The tool {name!r} is not visible to apps (its visibility is {tool.visibility}).", status=403)
+    call = start_tool_call(
+        server=origin_call.server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.WIDGET,
+        user=request.user, conversation=origin_call.conversation,
+    )
+    # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is already enqueued.
+    call = _wait_final(call)
+    try:
+        return JsonResponse(call.full_result.raw)
+    except ToolCall.full_result.RelatedObjectDoesNotExist:
+        return JsonResponse({"content": [{"type": "text", "text": call.error or call.status}], "isError": True})
+
+
+@api_view("POST")
+def resources_read(request: HttpRequest, pk) -> JsonResponse:
+    from tools.tasks import server_action
+
+    call = _call(request, pk)
+    uri = json_body(request).get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise ApiError("Expected {\"uri\": string}.")
+    answer = wait_for_worker(server_action.delay(call.server_id, "read_resource", {"uri": uri}), "resources/read")
+    if not answer.get("ok"):
+        raise ApiError(answer["error"], status=502)
+    return JsonResponse(answer["result"])
+
+
+@api_view("POST")
+def model_context(request: HttpRequest, pk) -> JsonResponse:
+    """`ui/update-model-context` (or Apps SDK setWidgetState): the latest per view replaces the last."""
+    call = _call(request, pk)
+    if call.conversation_id is None:
+        raise ApiError("Model context needs a conversation; this view was opened outside a chat.", status=409)
+    body = json_body(request)
+    content = body.get("content") or []
+    if not isinstance(content, list):
+        raise ApiError("`content` must be a list of content blocks.")
+    fields: dict[str, Any] = {"conversation_id": call.conversation_id, "content": content,
+                              "structured": body.get("structuredContent")}
+    if body.get("widgetState") is not None or body.get("_widgetState"):
+        fields["widget_state"] = body.get("widgetState")
+    ModelContext.objects.update_or_create(tool_call=call, defaults=fields)
+    return JsonResponse({})
