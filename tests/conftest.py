@@ -112,6 +112,66 @@ def celery_worker(django_db_setup, django_db_blocker):
     _stop(proc)
 
 
+def _wait_until_worker_is_quiet(hostname: str) -> None:
+    """Let the worker finish what a test started before the database is flushed.
+
+    A task still writing rows while the flush TRUNCATEs every table deadlocks on PostgreSQL.
+    Bounded: a test may leave a call that never ends (a hung server) on purpose.
+    """
+    from inspector.celery import app
+    from tools.models import ToolCall
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and ToolCall.objects.exclude(status__in=ToolCall.FINAL).exists():
+        time.sleep(0.05)
+    inspect = app.control.inspect(destination=[hostname], timeout=1.0)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        busy = [inspect.active(), inspect.reserved(), inspect.scheduled()]
+        if all(not tasks for reply in busy if reply for tasks in reply.values()):
+            return
+        time.sleep(0.1)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_worker_before_flush(request):
+    """For tests that use the worker: wait for it to go idle before the test's teardown flush."""
+    marker = request.node.get_closest_marker("django_db")
+    uses_worker = "celery_worker" in request.fixturenames
+    if not (uses_worker and marker and marker.kwargs.get("transaction")):
+        yield
+        return
+    # Set the database up first, so that it is torn down (flushed) after this fixture's wait.
+    request.getfixturevalue("_django_db_helper")
+    worker = request.getfixturevalue("celery_worker")
+    _retry_flush_on_deadlock()
+    yield
+    _wait_until_worker_is_quiet(worker.hostname)
+
+
+def _retry_flush_on_deadlock() -> None:
+    """A background write (a JSON-RPC frame, a late notification) can still meet the flush's
+    TRUNCATE on PostgreSQL; PostgreSQL then aborts one of them. Try the flush again."""
+    from django.db import OperationalError
+    from django.test import TransactionTestCase
+
+    original = TransactionTestCase._fixture_teardown
+    if getattr(original, "retries_deadlocks", False):
+        return
+
+    def _fixture_teardown(self):
+        for attempt in range(5):
+            try:
+                return original(self)
+            except OperationalError as exc:
+                if "deadlock" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    _fixture_teardown.retries_deadlocks = True
+    TransactionTestCase._fixture_teardown = _fixture_teardown
+
+
 class LiveApp:
     def __init__(self, url: str, sandbox_origin: str, proc: subprocess.Popen):
         self.url = url

@@ -154,6 +154,18 @@ def _approx_tokens(value: Any) -> int:
 # --------------------------------------------------------------------------- server
 
 
+class _QuietHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that hangs up mid-stream (Stop, a timeout) is expected; anything else is not."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeLLMServer:
     """Threaded fake OpenAI server; see the module docstring."""
 
@@ -167,7 +179,7 @@ class FakeLLMServer:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._ids = itertools.count(1)
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _QuietHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle
@@ -175,8 +187,7 @@ class FakeLLMServer:
         if self._httpd is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"fake": self})
-        httpd = ThreadingHTTPServer((self.host, self._requested_port), handler)
-        httpd.daemon_threads = True
+        httpd = _QuietHTTPServer((self.host, self._requested_port), handler)
         self._httpd = httpd
         self._stop.clear()
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True)
