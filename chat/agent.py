@@ -183,6 +183,62 @@ def message_json(m: Message) -> dict[str, Any]:
 
 # --- one step -------------------------------------------------------------------------------------
 
+class StreamingToolCalls:
+    """Tool calls as the model streams them: name first, then argument fragments.
+
+    Browsers get `tool_call.streaming` events with the arguments parsed so far (healed JSON),
+    so a tool card and an App's view can appear, and the view can receive
+    `ui/notifications/tool-input-partial`, before the model has finished writing the call.
+    """
+
+    PUBLISH_EVERY = 0.1  # seconds between events for one call (the first one goes at once)
+
+    def __init__(self, tool_map: dict[str, tuple[str, str]]) -> None:
+        self.tool_map = tool_map
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.tools: dict[tuple[str, str], Any] = {}
+
+    def add(self, delta: Any) -> dict[str, Any] | None:
+        """Fold one streamed fragment in; return the event to publish now, if any."""
+        index = getattr(delta, "index", None) or 0
+        call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": "", "published": 0.0})
+        fn = getattr(delta, "function", None)
+        if getattr(delta, "id", None):
+            call["id"] = delta.id
+        if fn is not None and getattr(fn, "name", None):
+            call["name"] = fn.name
+        if fn is not None and getattr(fn, "arguments", None):
+            call["arguments"] += fn.arguments
+        now = time.monotonic()
+        if not call["name"] or not call["id"] or now - call["published"] < self.PUBLISH_EVERY:
+            return None
+        call["published"] = now
+        return {"index": index, "llm_tool_call_id": call["id"], "name": call["name"],
+                "arguments": heal_arguments(call["arguments"]), **self._describe(call["name"])}
+
+    def _describe(self, name: str) -> dict[str, Any]:
+        target = self.tool_map.get(name)
+        if target is None:
+            return {"server_id": None, "server_name": "", "tool": name, "is_app": False}
+        if target not in self.tools:
+            from tools.models import Tool
+
+            self.tools[target] = Tool.objects.filter(server_id=int(target[0]), name=target[1]).select_related("server").first()
+        tool = self.tools[target]
+        return {"server_id": int(target[0]), "server_name": tool.server.name if tool else "", "tool": target[1],
+                "is_app": bool(tool and tool.is_app and tool.ui_resource_uri)}
+
+
+def heal_arguments(partial: str) -> dict[str, Any]:
+    """The arguments object parsed from an unfinished JSON string ({} until there is one)."""
+    from partial_json_parser import loads
+
+    try:
+        value = loads(partial) if partial.strip() else {}
+    except Exception:  # noqa: BLE001 - any fragment a model streams must not break the step
+        return {}
+    return value if isinstance(value, dict) else {}
+
 def _stream(conversation: Conversation, turn: Turn, request: history.LlmRequest) -> tuple[str, list[dict], dict | None, bool]:
     """Call the model with streaming; publish deltas; return (text, tool_calls, usage, stopped)."""
     kwargs: dict[str, Any] = {
@@ -209,6 +265,7 @@ def _stream(conversation: Conversation, turn: Turn, request: history.LlmRequest)
         kwargs["temperature"] = conversation.temperature
 
     group = conversation.group_name
+    streaming_calls = StreamingToolCalls(request.tool_map)
     chunks = []
     text = ""
     buffer = _redis()
@@ -229,9 +286,9 @@ def _stream(conversation: Conversation, turn: Turn, request: history.LlmRequest)
                 pass
         tool_deltas = getattr(delta, "tool_calls", None) if delta else None
         for tc in tool_deltas or []:
-            fn = getattr(tc, "function", None)
-            if fn is not None and getattr(fn, "name", None):
-                publish(group, {"type": "tool_call.streaming", "turn_id": turn.pk, "name": fn.name})
+            event = streaming_calls.add(tc)
+            if event:
+                publish(group, {"type": "tool_call.streaming", "turn_id": turn.pk, "step": turn.steps, **event})
         if time.monotonic() - last_check > STOP_POLL_SECONDS:
             last_check = time.monotonic()
             if Turn.objects.filter(pk=turn.pk, stop_requested=True).exists():

@@ -129,6 +129,56 @@ def test_app_widget_renders_full_result_and_talks_back(browser, live_app, user, 
     page.context.close()
 
 
+def test_app_view_opens_while_the_model_streams_and_gets_partial_input(browser, live_app, user, fake_llm, app_server, screenshots):
+    refresh_tools(app_server)
+    conversation = make_conversation(user, fake_llm, [app_server])
+    label = "partial-" + "abcdefgh" * 8
+    fake_llm.script([
+        {"tool_calls": [{"name": "apps__show_marker", "arguments": {"label": label}, "id": "s1"}], "chunk_delay": 0.35},
+        {"text": "Streamed view done."},
+    ])
+    page = open_chat(browser, live_app, conversation)
+    send(page, "stream the widget")
+    # The card and the view appear while the model is still writing the arguments.
+    page.wait_for_selector(".tool-card .status.streaming", timeout=20000)
+    view = widget_frame(page)
+    view.locator("#tool-input-partial", has_text="partial-").wait_for(timeout=20000)
+    assert not ToolCall.objects.filter(tool_name="show_marker").exists(), "the call row exists only once streaming ends"
+    page.screenshot(path=str(screenshots / "widget-streaming.png"), full_page=True)
+
+    # Then the complete input and the full result reach the same view (not a reloaded one).
+    view.locator("#secret", has_text=f"STRUCTURED-MARKER-{label}").wait_for(timeout=30000)
+    assert json.loads(view.locator("#tool-input").inner_text()) == {"label": label}
+    count, partial = view.locator("#tool-input-partial").inner_text().split(" ", 1)
+    assert int(count) >= 1 and label.startswith(json.loads(partial).get("label", ""))
+    page.wait_for_selector(".msg.assistant >> text=Streamed view done.", timeout=30000)
+    assert page.locator(".tool-card").count() == 1 and page.locator(".widget-slot iframe").count() == 1
+    call = ToolCall.objects.get(tool_name="show_marker")
+    assert page.locator(f'.tool-card[data-tool-call="{call.pk}"] .status.succeeded').count() == 1
+
+    # The adopted view talks to the server through the real call's row.
+    view.locator("#call").click()
+    view.locator("#call-result").filter(has_not_text="calling").wait_for(timeout=20000)
+    widget_call = wait_for(lambda: ToolCall.objects.filter(origin="widget", tool_name="app_only_increment").first(),
+                           message="the widget's stored tool call")
+    assert widget_call.conversation_id == conversation.pk
+    page.context.close()
+
+
+def test_a_stopped_turn_removes_the_streamed_card(browser, live_app, user, fake_llm, basic_server):
+    refresh_tools(basic_server)
+    conversation = make_conversation(user, fake_llm, [basic_server])
+    fake_llm.script([{"tool_calls": [{"name": "basic__echo", "arguments": {"text": "y" * 200}, "id": "z1"}], "chunk_delay": 0.3}])
+    page = open_chat(browser, live_app, conversation)
+    send(page, "start and stop")
+    page.wait_for_selector(".tool-card .status.streaming", timeout=20000)
+    page.click("#stop")
+    page.wait_for_selector("#turn-notice >> text=Stopped.", timeout=20000)
+    assert page.locator(".tool-card").count() == 0
+    assert not ToolCall.objects.filter(conversation=conversation).exists()
+    page.context.close()
+
+
 def test_official_example_app_initialises_against_our_host(browser, live_app, user, fake_llm, vanilla_app_http, screenshots):
     from tools.models import Server
 

@@ -109,6 +109,62 @@ def test_app_tool_end_to_end_model_sees_only_the_projection(client, api, fake_ll
     assert Conversation.objects.get(pk=cid).title == "show the marker"
 
 
+def test_tool_call_arguments_stream_to_the_browser_before_the_call_exists(client, api, fake_llm, app_server):
+    refresh_tools(app_server)
+    cid = new_conversation(api, fake_llm, [app_server])
+    label = "streamed-label-" + "x" * 24
+    fake_llm.script([
+        {"tool_calls": [{"name": "apps__show_marker", "arguments": {"label": label}, "id": "call_s"}], "chunk_delay": 0.15},
+        {"text": "Done."},
+    ])
+
+    async def scenario():
+        sock = Socket(client, cid)
+        assert await sock.connect()
+        await sock.comm.receive_json_from(timeout=5)
+        await asyncio.to_thread(closing(api.post), f"/api/conversations/{cid}/messages/", {"text": "stream it"})
+        events = await sock.collect_until({"turn.completed", "turn.failed"})
+        await sock.comm.disconnect()
+        return events
+
+    events = run_async(scenario)
+    types = [e["type"] for e in events]
+    streamed = [e for e in events if e["type"] == "tool_call.streaming"]
+    assert len(streamed) >= 3, types
+    # All before the call row exists, each naming the real server and tool, the App flag set.
+    assert types.index("tool_call.created") > types.index("tool_call.streaming")
+    assert all(e["llm_tool_call_id"] == "call_s" and e["server_id"] == app_server.pk and e["tool"] == "show_marker"
+               and e["server_name"] == "apps" and e["is_app"] is True for e in streamed)
+    # The arguments grow as parsed, healed JSON: always an object, each a prefix of the final value.
+    labels = [e["arguments"].get("label", "") for e in streamed]
+    assert all(isinstance(e["arguments"], dict) for e in streamed)
+    assert all(label.startswith(part) for part in labels) and labels == sorted(labels, key=len)
+    assert any(0 < len(part) < len(label) for part in labels), labels
+    created = next(e for e in events if e["type"] == "tool_call.created")
+    assert created["llm_tool_call_id"] == "call_s" and created["arguments"] == {"label": label}
+
+
+def test_streaming_tool_calls_fold_fragments_and_heal_json():
+    from types import SimpleNamespace as NS
+
+    from chat.agent import StreamingToolCalls, heal_arguments
+
+    assert heal_arguments("") == {} and heal_arguments('{"a": "b') == {"a": "b"}
+    assert heal_arguments('{"n": [1, 2') == {"n": [1, 2]} and heal_arguments("[1") == {} and heal_arguments("}{") == {}
+    folded = StreamingToolCalls({"srv__t": ("999999", "t")})
+    folded.PUBLISH_EVERY = 0
+    first = folded.add(NS(index=0, id="c1", function=NS(name="srv__t", arguments='{"q": "he')))
+    assert first["arguments"] == {"q": "he"} and first["tool"] == "t" and first["server_id"] == 999999
+    assert first["is_app"] is False  # no such Tool row: never claimed to be an App
+    second = folded.add(NS(index=0, id=None, function=NS(name=None, arguments='llo"}')))
+    assert second["arguments"] == {"q": "hello"} and second["llm_tool_call_id"] == "c1"
+    other = folded.add(NS(index=1, id="c2", function=NS(name="unknown__x", arguments="{")))
+    assert other["server_id"] is None and other["tool"] == "unknown__x" and other["index"] == 1
+    # Throttled: a burst of fragments publishes once per interval.
+    folded.PUBLISH_EVERY = 60
+    assert folded.add(NS(index=0, id=None, function=NS(name=None, arguments=" "))) is None
+
+
 def test_building_llm_messages_never_reads_the_full_result_table(api, fake_llm, app_server):
     refresh_tools(app_server)
     cid = new_conversation(api, fake_llm, [app_server])

@@ -25,6 +25,7 @@ urlpatterns = [
     path("api/servers/<int:pk>/refresh/", api.server_refresh, name="api_server_refresh"),
     path("api/servers/<int:pk>/tools/", api.server_tools, name="api_server_tools"),
     path("api/servers/<int:pk>/tools/<str:name>/call/", api.tool_call_create, name="api_tool_call_create"),
+    path("api/servers/<int:pk>/tools/<str:name>/view/", widgets.tool_view, name="api_tool_view"),
     path("api/tool-calls/<uuid:pk>/", api.tool_call_detail, name="api_tool_call"),
     path("api/tool-calls/<uuid:pk>/replay/", api.tool_call_replay, name="api_tool_call_replay"),
     path("api/tool-calls/<uuid:pk>/view/", widgets.view, name="api_tool_call_view"),

@@ -40,14 +40,14 @@ def _html_of(content: dict) -> str:
     raise ApiError("The UI resource has neither text nor blob content.", status=502)
 
 
-def fetch_ui_resource(call: ToolCall, uri: str) -> UiResource:
+def fetch_ui_resource(server: Server, uri: str) -> UiResource:
     """Read the view through a worker (resources/read), cached per server and URI."""
     from tools.tasks import server_action
 
-    cached = UiResource.objects.filter(server=call.server, uri=uri).first()
+    cached = UiResource.objects.filter(server=server, uri=uri).first()
     if cached:
         return cached
-    answer = wait_for_worker(server_action.delay(call.server_id, "read_resource", {"uri": uri}), "the view's resources/read")
+    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}), "the view's resources/read")
     if not answer.get("ok"):
         raise ApiError(f"Could not read the view {uri}: {answer['error']}", status=502)
     contents = (answer["result"] or {}).get("contents") or []
@@ -56,12 +56,12 @@ def fetch_ui_resource(call: ToolCall, uri: str) -> UiResource:
     content = contents[0]
     meta = ((content.get("_meta") or {}).get("ui")) or {}
     if not meta:
-        listed = wait_for_worker(server_action.delay(call.server_id, "resources", {}), "resources/list")
+        listed = wait_for_worker(server_action.delay(server.pk, "resources", {}), "resources/list")
         for entry in listed.get("resources", []) if listed.get("ok") else []:
             if entry.get("uri") == uri:
                 meta = ((entry.get("_meta") or {}).get("ui")) or {}
     resource, _ = UiResource.objects.update_or_create(
-        server=call.server, uri=uri,
+        server=server, uri=uri,
         defaults={"mime_type": content.get("mimeType") or "", "html": _html_of(content), "meta": meta},
     )
     return resource
@@ -69,41 +69,56 @@ def fetch_ui_resource(call: ToolCall, uri: str) -> UiResource:
 
 @api_view("GET")
 def view(request: HttpRequest, pk) -> JsonResponse:
+    """The view of a tool call: the tool's ui:// resource, or an MCP-UI resource in its result."""
     call = _call(request, pk)
     tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
-    warning = ""
     embedded = None
     try:
         embedded = embedded_ui_resource(call.full_result.raw)
     except ToolCall.full_result.RelatedObjectDoesNotExist:
         pass
     if tool and tool.ui_resource_uri:
-        resource = fetch_ui_resource(call, tool.ui_resource_uri)
+        resource = fetch_ui_resource(call.server, tool.ui_resource_uri)
         html, mime, meta = resource.html, resource.mime_type, resource.meta
     elif embedded:
         # MCP-UI: the view travels inside the result itself.
         html, mime, meta = _html_of(embedded), embedded.get("mimeType") or "", ((embedded.get("_meta") or {}).get("ui")) or {}
     else:
         raise ApiError("This tool call has no interactive view.", status=404)
+    return JsonResponse(_view_json(tool, call.tool_name, html, mime, meta, ModelContext.objects.filter(tool_call=call).first()))
+
+
+@api_view("GET")
+def tool_view(request: HttpRequest, pk: int, name: str) -> JsonResponse:
+    """The view of an App tool before any call exists: shown while the model is still writing
+    the call's arguments, so the view can receive them as tool-input-partial."""
+    server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
+    tool = get_object_or_404(Tool, server=server, name=name)
+    if not tool.ui_resource_uri:
+        raise ApiError("This tool has no interactive view.", status=404)
+    resource = fetch_ui_resource(server, tool.ui_resource_uri)
+    return JsonResponse(_view_json(tool, name, resource.html, resource.mime_type, resource.meta, None))
+
+
+def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: dict, context: ModelContext | None) -> dict[str, Any]:
+    """What the widget host needs to mount a view (see static/js/app-view.js)."""
+    warning = ""
     mime_base = mime.split(";")[0].strip().lower()
     openai = bool(tool and tool.is_openai_widget) or mime == SKYBRIDGE_MIME
     if mime == SKYBRIDGE_MIME:
         warning = "This view uses the older OpenAI Apps SDK mime type text/html+skybridge; it is shown with the window.openai compatibility layer."
     elif mime_base != "text/html":
         warning = f"Unexpected view mime type {mime!r}; expected {APP_MIME}."
-    context = ModelContext.objects.filter(tool_call=call).first()
     declared = [m for m in (meta.get("displayModes") or meta.get("availableDisplayModes") or DISPLAY_MODES) if m in DISPLAY_MODES]
-    return JsonResponse(
-        {
-            "html": html, "mime_type": mime, "csp": meta.get("csp"), "permissions": meta.get("permissions"),
-            "prefersBorder": meta.get("prefersBorder"), "domain": meta.get("domain"), "openai": openai,
-            "tool": tool.definition if tool else {"name": call.tool_name},
-            # The Apps SDK shim saves setWidgetState as the view's structured model context.
-            "widget_state": (context.widget_state if context.widget_state is not None else (context.structured if openai else None)) if context else None,
-            "model_context": {"content": context.content, "structuredContent": context.structured} if context else None,
-            "display_modes": declared or ["inline"], "warning": warning,
-        }
-    )
+    return {
+        "html": html, "mime_type": mime, "csp": meta.get("csp"), "permissions": meta.get("permissions"),
+        "prefersBorder": meta.get("prefersBorder"), "domain": meta.get("domain"), "openai": openai,
+        "tool": tool.definition if tool else {"name": tool_name},
+        # The Apps SDK shim saves setWidgetState as the view's structured model context.
+        "widget_state": (context.widget_state if context.widget_state is not None else (context.structured if openai else None)) if context else None,
+        "model_context": {"content": context.content, "structuredContent": context.structured} if context else None,
+        "display_modes": declared or ["inline"], "warning": warning,
+    }
 
 
 def _wait_final(call: ToolCall) -> ToolCall:

@@ -4,7 +4,10 @@
 import { apiFetch } from "./http.js";
 import { mountWidget } from "./widget-host.js";
 
-const mounted = new Map(); // tool call id -> {handle, sentResult, status}
+// Tool call id -> entry. A view can be mounted while the model is still writing the call
+// (call.pending, keyed by a temporary id): it gets tool-input-partial until the call row
+// exists, then adoptAppView() re-keys it to the real tool call id.
+const mounted = new Map();
 
 function displayModesFor(slot) {
   return {
@@ -16,8 +19,15 @@ function displayModesFor(slot) {
 
 export function mountAppView(slot, call, page, { onChanged } = {}) {
   let entry = mounted.get(call.id);
+  if (entry?.failed && !call.pending) {
+    // The early fetch failed while the model was still writing the call: try again now.
+    mounted.delete(call.id);
+    entry = null;
+  }
   if (!entry) {
-    entry = { handle: null, slot, sentResult: false, sentCancel: false, loading: true };
+    entry = { handle: null, slot, callId: call.pending ? null : call.id, sentInput: false, sentResult: false, sentCancel: false };
+    entry.adopted = new Promise((resolve) => { entry.adopt = resolve; });
+    if (entry.callId) entry.adopt(entry.callId);
     mounted.set(call.id, entry);
     start(slot, call, page, entry, onChanged);
     return;
@@ -25,8 +35,34 @@ export function mountAppView(slot, call, page, { onChanged } = {}) {
   deliver(entry, call);
 }
 
+/** The streamed call now has its row: the view keeps running, under the real id. */
+export function adoptAppView(pendingId, callId) {
+  const entry = mounted.get(pendingId);
+  if (!entry) return;
+  mounted.delete(pendingId);
+  mounted.set(callId, entry);
+  entry.callId = callId;
+  entry.adopt(callId);
+}
+
+/** A streamed call that never got a row (the turn was stopped or failed): remove its view. */
+export function unmountAppView(id) {
+  const entry = mounted.get(id);
+  if (!entry) return;
+  mounted.delete(id);
+  try { entry.handle?.teardown("the tool call was not made"); } catch { /* it is going away anyway */ }
+}
+
 function deliver(entry, call) {
   if (!entry.handle) { entry.pending = call; return; }
+  if (call.pending) {
+    if (call.arguments) entry.handle.sendToolInputPartial(call.arguments);
+    return;
+  }
+  if (!entry.sentInput) {
+    entry.sentInput = true;
+    entry.handle.sendToolInput(call.arguments || {});
+  }
   if (call.full && !entry.sentResult) {
     entry.sentResult = true;
     entry.handle.sendToolResult(call.full);
@@ -39,8 +75,11 @@ function deliver(entry, call) {
 async function start(slot, call, page, entry, onChanged) {
   let view;
   try {
-    view = await apiFetch(`/api/tool-calls/${call.id}/view/`);
+    view = await apiFetch(call.pending
+      ? `/api/servers/${call.server_id}/tools/${encodeURIComponent(call.tool)}/view/`
+      : `/api/tool-calls/${call.id}/view/`);
   } catch (err) {
+    if (call.pending) { entry.failed = true; return; }
     slot.textContent = `Could not load the app view: ${err.message}`;
     slot.className = "widget-slot error";
     return;
@@ -49,7 +88,9 @@ async function start(slot, call, page, entry, onChanged) {
   const modes = displayModesFor(slot);
   const holder = document.createElement("div");
   slot.append(holder);
-  const base = `/api/tool-calls/${call.id}/widget`;
+  // A view's requests need the call's row; a view mounted early waits for it.
+  const base = async () => `/api/tool-calls/${await entry.adopted}/widget`;
+  entry.sentInput = !call.pending;
   entry.handle = mountWidget(holder, {
     sandboxUrl: page.sandboxUrl,
     sandboxOrigin: page.sandboxOrigin,
@@ -58,8 +99,9 @@ async function start(slot, call, page, entry, onChanged) {
     permissions: view.permissions,
     prefersBorder: view.prefersBorder,
     toolDefinition: view.tool,
-    toolCallId: call.id,
-    toolInput: call.arguments || {},
+    toolCallId: call.pending ? undefined : call.id,
+    // Apps SDK widgets read window.openai.toolInput at load: give it at mount when known.
+    toolInput: call.pending ? undefined : (call.arguments || {}),
     openai: view.openai,
     widgetState: view.widget_state,
     hostInfo: { name: "mcp-inspector", version: "0.1.0" },
@@ -71,8 +113,8 @@ async function start(slot, call, page, entry, onChanged) {
       timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
       containerDimensions: { maxHeight: 800, width: slot.clientWidth || 700 },
     },
-    onCallTool: (name, args) => apiFetch(`${base}/tools-call/`, { method: "POST", body: { name, arguments: args || {} } }),
-    onReadResource: (uri) => apiFetch(`${base}/resources-read/`, { method: "POST", body: { uri } }),
+    onCallTool: async (name, args) => apiFetch(`${await base()}/tools-call/`, { method: "POST", body: { name, arguments: args || {} } }),
+    onReadResource: async (uri) => apiFetch(`${await base()}/resources-read/`, { method: "POST", body: { uri } }),
     onMessage: async (params) => {
       const text = (params.content || []).filter(b => b.type === "text").map(b => b.text).join("\n");
       if (!text) return { isError: true };
@@ -80,7 +122,7 @@ async function start(slot, call, page, entry, onChanged) {
       return ok ? {} : { isError: true };
     },
     onUpdateModelContext: async (params) => {
-      await apiFetch(`${base}/model-context/`, { method: "POST", body: params || {} });
+      await apiFetch(`${await base()}/model-context/`, { method: "POST", body: params || {} });
       onChanged?.();
       return {};
     },

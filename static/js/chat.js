@@ -5,7 +5,7 @@
 // live events only fill in between.
 import { apiFetch, liveSocket, pretty } from "./http.js";
 import { renderMarkdown } from "../vendor/markdown.js";
-import { mountAppView } from "./app-view.js";
+import { adoptAppView, mountAppView, unmountAppView } from "./app-view.js";
 
 const page = JSON.parse(document.getElementById("page-data").textContent);
 const cid = page.conversationId;
@@ -13,6 +13,7 @@ const list = document.getElementById("messages");
 const messages = new Map();   // id -> message
 const calls = new Map();      // tool call id -> tool call json
 const cards = new Map();      // tool call id -> card element
+const streamed = new Map();   // LLM tool-call id -> temporary card id, while the model writes the call
 let streaming = null;         // {el, text}
 let running = false;
 
@@ -48,6 +49,14 @@ function renderMessage(m) {
 
 function insertBySeq(node) {
   const seq = Number(node.dataset.seq);
+  // Moving a card that holds an App view would reload the view's iframe: leave it where it
+  // is when it already sits in order (a card shown while the model streamed the call).
+  if (node.isConnected) {
+    const prev = node.previousElementSibling, next = node.nextElementSibling;
+    const fits = (!prev || !prev.dataset.seq || Number(prev.dataset.seq) <= seq)
+      && (!next || !next.dataset.seq || Number(next.dataset.seq) > seq);
+    if (fits) return;
+  }
   const after = [...list.children].find(c => c.dataset.seq && Number(c.dataset.seq) > seq);
   if (after) list.insertBefore(node, after); else list.append(node);
 }
@@ -124,6 +133,7 @@ function updateCard(call) {
   const card = toolCard(call.id);
   card.querySelector(".name").textContent = `${call.server_name || call.server_id}/${call.tool}`;
   card.querySelector(".app").hidden = !call.is_app;
+  card.querySelector(".toggle").hidden = !!call.pending;  // no result yet: nothing to toggle
   const status = card.querySelector(".status");
   status.className = `status ${call.status}`; status.textContent = call.status;
   card.querySelector(".duration").textContent = call.duration_ms != null ? `${Math.round(call.duration_ms)} ms` : "";
@@ -146,6 +156,42 @@ function upsertCall(data) {
   updateCard(call);
 }
 
+// While the model streams a tool call: a card (and, for an App tool, its view, which gets
+// tool-input-partial) appears before the call exists; tool_call.created adopts it.
+function onToolStreaming(ev) {
+  if (!ev.llm_tool_call_id) return;
+  let id = streamed.get(ev.llm_tool_call_id);
+  if (id === null) return;  // already adopted: a late event
+  if (!id) {
+    id = `streaming-${ev.llm_tool_call_id}`;
+    streamed.set(ev.llm_tool_call_id, id);
+    const card = toolCard(id);
+    card.dataset.seq = String(999999990 + Math.min(ev.index || 0, 8));
+    insertBySeq(card);
+  }
+  upsertCall({ id, pending: true, server_id: ev.server_id, server_name: ev.server_name, tool: ev.tool,
+    arguments: ev.arguments, is_app: ev.is_app && ev.server_id != null, status: "streaming" });
+  scrollDown();
+}
+
+function adoptStreamed(ev) {
+  const id = streamed.get(ev.llm_tool_call_id);
+  if (!id) return;
+  streamed.set(ev.llm_tool_call_id, null);
+  const card = cards.get(id);
+  cards.delete(id); calls.delete(id);
+  card.dataset.toolCall = ev.tool_call_id;
+  cards.set(ev.tool_call_id, card);
+  adoptAppView(id, ev.tool_call_id);
+}
+
+function dropStreamed() {
+  for (const [llmId, id] of streamed) {
+    if (id) { unmountAppView(id); cards.get(id)?.remove(); cards.delete(id); calls.delete(id); }
+    streamed.delete(llmId);
+  }
+}
+
 function fromResultEvent(ev) {
   return {
     id: ev.tool_call_id, status: ev.status, error: ev.error, duration_ms: ev.duration_ms, full: ev.result,
@@ -161,6 +207,12 @@ function setRunning(on) {
   document.getElementById("stop").hidden = !on;
   const s = document.getElementById("turn-state");
   s.className = `status ${on ? "running" : ""}`; s.textContent = on ? "thinking…" : "";
+}
+
+function endTurn() {
+  setRunning(false);
+  if (streaming) { streaming.el.remove(); streaming = null; }
+  dropStreamed();
 }
 
 function notice(text, isError) {
@@ -198,7 +250,9 @@ function onEvent(ev) {
       break;
     }
     case "turn.started": setRunning(true); notice(""); break;
+    case "tool_call.streaming": onToolStreaming(ev); break;
     case "tool_call.created":
+      adoptStreamed(ev);
       upsertCall({ id: ev.tool_call_id, server_id: ev.server_id, server_name: ev.server_name, tool: ev.tool, arguments: ev.arguments, is_app: ev.is_app, status: ev.status, origin: ev.origin });
       break;
     case "tool_call.status": if (calls.has(ev.tool_call_id)) upsertCall({ id: ev.tool_call_id, status: ev.status }); break;
@@ -207,9 +261,9 @@ function onEvent(ev) {
       if (calls.has(ev.tool_call_id)) upsertCall(fromResultEvent(ev));
       refreshLlmView();
       break;
-    case "turn.completed": setRunning(false); if (streaming) { streaming.el.remove(); streaming = null; } notice(ev.notice || ""); refreshLlmView(); break;
-    case "turn.failed": setRunning(false); if (streaming) { streaming.el.remove(); streaming = null; } notice(ev.error, true); break;
-    case "turn.stopped": setRunning(false); if (streaming) { streaming.el.remove(); streaming = null; } notice("Stopped."); break;
+    case "turn.completed": endTurn(); notice(ev.notice || ""); refreshLlmView(); break;
+    case "turn.failed": endTurn(); notice(ev.error, true); break;
+    case "turn.stopped": endTurn(); notice("Stopped."); break;
   }
 }
 

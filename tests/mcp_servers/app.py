@@ -15,7 +15,7 @@ Tools:
 
 The view is a self-contained page speaking the MCP Apps postMessage JSON-RPC by
 hand (no library); element ids are part of the test contract:
-``#status #tool-input #content #secret #call #call-result #context
+``#status #tool-input #tool-input-partial (count and last arguments) #content #secret #call #call-result #context
 #context-result #message #message-result #hidden #hidden-result #cookie
 #parent-dom #host-context``.
 """
@@ -53,6 +53,7 @@ VIEW_HTML = r"""<!doctype html>
 <dl>
   <dt>Status</dt><dd id="status">starting</dd>
   <dt>Tool input</dt><dd id="tool-input"></dd>
+  <dt>Partial input</dt><dd id="tool-input-partial"></dd>
   <dt>Content</dt><dd id="content"></dd>
   <dt>Secret (structuredContent.secret)</dt><dd id="secret"></dd>
   <dt>document.cookie</dt><dd id="cookie"></dd>
@@ -68,6 +69,7 @@ VIEW_HTML = r"""<!doctype html>
   "use strict";
   var nextId = 1;
   var pending = {};
+  var partials = 0;
   var counter = 0;
 
   function $(id) { return document.getElementById(id); }
@@ -116,6 +118,8 @@ VIEW_HTML = r"""<!doctype html>
         $("tool-input").textContent = JSON.stringify((msg.params && msg.params.arguments) || {});
         break;
       case "ui/notifications/tool-input-partial":
+        partials += 1;
+        $("tool-input-partial").textContent = partials + " " + JSON.stringify((msg.params && msg.params.arguments) || {});
         break;
       case "ui/notifications/tool-result":
         renderResult(msg.params);
