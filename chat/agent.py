@@ -426,7 +426,7 @@ def run_step(turn_id: int, step: int | None = None) -> str:
             for call in calls:
                 publish(group, {
                     "type": "tool_call.created", "tool_call_id": str(call.pk), "llm_tool_call_id": call.llm_tool_call_id,
-                    "server_id": call.server_id, "server_name": call.server.name, "tool": call.tool_name,
+                    "server_id": call.server_id, "server_name": call.server_name, "tool": call.tool_name,
                     "arguments": call.arguments, "is_app": call.is_app, "origin": call.origin, "status": call.status,
                 })
             for m in tool_messages:

@@ -165,6 +165,38 @@ def test_streaming_tool_calls_fold_fragments_and_heal_json():
     assert folded.add(NS(index=0, id=None, function=NS(name=None, arguments=" "))) is None
 
 
+def test_deleting_a_server_keeps_its_calls_and_the_conversations_that_used_it(api, fake_llm, basic_server):
+    refresh_tools(basic_server)
+    cid = new_conversation(api, fake_llm, [basic_server])
+    fake_llm.script([
+        {"tool_calls": [{"name": "basic__echo", "arguments": {"text": "kept-after-delete"}, "id": "d1"}]},
+        {"text": "Echoed."},
+    ])
+    api.post(f"/api/conversations/{cid}/messages/", {"text": "echo it"})
+    assert wait_turn(api, cid)["status"] != "running"
+    call = ToolCall.objects.get(conversation_id=cid)
+    projection_text = Projection.objects.get(tool_call=call).text
+    assert "kept-after-delete" in projection_text
+
+    assert api.delete(f"/api/servers/{basic_server.pk}/").status_code == 204
+    call.refresh_from_db()
+    assert call.server_id is None and call.server_name == "basic"
+    assert ToolResult.objects.filter(tool_call=call).exists()
+    detail = api.get(f"/api/tool-calls/{call.pk}/").json()
+    assert detail["server_name"] == "basic" and detail["full"]["content"][0]["text"].endswith("kept-after-delete")
+    replay = api.post(f"/api/tool-calls/{call.pk}/replay/")
+    assert replay.status_code == 409 and "deleted" in replay.json()["error"]
+
+    # The conversation goes on: the model still gets the old tool answer, never an empty one.
+    fake_llm.script([{"text": "Still here."}])
+    api.post(f"/api/conversations/{cid}/messages/", {"text": "and now?"})
+    data = wait_turn(api, cid)
+    assert data["messages"][-1]["text"] == "Still here."
+    tool_messages = [m for m in fake_llm.bodies[-1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == [projection_text]
+    assert fake_llm.bodies[-1].get("tools") in (None, [])
+
+
 def test_building_llm_messages_never_reads_the_full_result_table(api, fake_llm, app_server):
     refresh_tools(app_server)
     cid = new_conversation(api, fake_llm, [app_server])

@@ -82,7 +82,7 @@ class TokensSavedFilter(admin.SimpleListFilter):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ("tool_name", "server", "origin", "status", "is_app", "duration", "full_tokens", "projection_tokens",
+    list_display = ("tool_name", "server_label", "origin", "status", "is_app", "duration", "full_tokens", "projection_tokens",
                     "tokens_saved", "queued_at")
     list_filter = ("status", "origin", "is_app", "server", ("tool_name", admin.AllValuesFieldListFilter),
                    ("projection__policy", admin.AllValuesFieldListFilter), DurationFilter, TokensSavedFilter)
@@ -91,7 +91,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
     list_select_related = ("server", "full_result", "projection")
     change_form_template = "admin/tools/toolcall/change_form.html"
     actions = ["replay"]
-    fields = ("id", "server", "tool_name", "origin", "status", "error", "conversation", "turn", "requested_by",
+    fields = ("id", "server", "server_name", "tool_name", "origin", "status", "error", "conversation", "turn", "requested_by",
               "llm_tool_call_id", "is_app", "queued_at", "started_at", "finished_at", "duration_ms", "celery_task_id",
               "replay_of")
     readonly_fields = fields
@@ -105,6 +105,9 @@ class ToolCallAdmin(ReadOnlyAdmin):
             return
         count = 0
         for call in queryset.select_related("server"):
+            if call.server is None:
+                self.message_user(request, f"Not replayed: the server “{call.server_name}” of {call.tool_name} was deleted.", level="warning")
+                continue
             start_tool_call(server=call.server, tool_name=call.tool_name, arguments=call.arguments,
                             origin=ToolCall.Origin.REPLAY, user=request.user, replay_of=call)
             count += 1
@@ -112,6 +115,10 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
+
+    @admin.display(description="server", ordering="server_name")
+    def server_label(self, obj: ToolCall) -> str:
+        return obj.server_name if obj.server_id else f"{obj.server_name} (deleted)"
 
     @admin.display(description="duration", ordering="duration_ms")
     def duration(self, obj: ToolCall) -> str:

@@ -171,7 +171,7 @@ def tool_call_json(call: ToolCall) -> dict[str, Any]:
     event = result_event(call)
     proj = event["projection"]
     return {
-        "id": str(call.pk), "server_id": call.server_id, "server_name": call.server.name, "tool": call.tool_name,
+        "id": str(call.pk), "server_id": call.server_id, "server_name": call.server_name, "tool": call.tool_name,
         "origin": call.origin, "has_view": call.is_app or embedded_ui_resource(event["result"]) is not None,
         "status": call.status, "error": call.error, "arguments": call.arguments, "is_app": call.is_app,
         "conversation_id": call.conversation_id, "llm_tool_call_id": call.llm_tool_call_id,
@@ -195,6 +195,8 @@ def tool_call_detail(request: HttpRequest, pk) -> JsonResponse:
 def tool_call_replay(request: HttpRequest, pk) -> JsonResponse:
     """Run a stored call again (same server, tool and arguments) as a new call with origin `replay`."""
     original = get_object_or_404(ToolCall.objects.visible_to(request.user).select_related("server"), pk=pk)
+    if original.server_id is None:
+        raise ApiError(f"The server “{original.server_name}” was deleted; this call cannot run again.", status=409)
     server = visible_server(request, original.server_id)
     call = start_tool_call(server=server, tool_name=original.tool_name, arguments=original.arguments,
                            origin=ToolCall.Origin.REPLAY, user=request.user, replay_of=original)

@@ -240,7 +240,9 @@ class ToolCall(models.Model):
     turn = models.ForeignKey("chat.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     origin = models.CharField(max_length=10, choices=Origin.choices, db_index=True)
-    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="tool_calls")
+    # A deleted server leaves its calls behind: conversations are rebuilt from their projections.
+    server = models.ForeignKey(Server, null=True, on_delete=models.SET_NULL, related_name="tool_calls")
+    server_name = models.CharField(max_length=200, blank=True, help_text="The server's name when the call was made.")
     tool_name = models.CharField(max_length=200, db_index=True)
     llm_tool_call_id = models.CharField(max_length=200, blank=True)
     arguments = models.JSONField(default=dict, blank=True)
@@ -261,6 +263,11 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.server_id and not self.server_name:
+            self.server_name = self.server.name
+        super().save(*args, **kwargs)
 
     @property
     def is_final(self) -> bool:

@@ -129,11 +129,13 @@ def execute(tool_call_id) -> str:
     if call is None:
         return "skipped"
     publish_status(call)
-    server: Server = call.server
-    tool = Tool.objects.filter(server=server, name=call.tool_name).first()
+    server: Server | None = call.server
+    tool = Tool.objects.filter(server=server, name=call.tool_name).first() if server else None
     timeout = settings.MCP_CALL_TIMEOUT
     started = time.monotonic()
     try:
+        if server is None:
+            raise RuntimeError(f"The server “{call.server_name}” was deleted.")
         if not server.enabled:
             raise RuntimeError(f"The server “{server.name}” is disabled.")
         raw = remote.run(server, lambda conn: conn.call_tool(call.tool_name, call.arguments or {}, timeout), timeout=timeout + settings.MCP_CONNECT_TIMEOUT + 5)

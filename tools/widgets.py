@@ -27,6 +27,8 @@ DISPLAY_MODES = ("inline", "fullscreen", "pip")
 def _call(request: HttpRequest, pk) -> ToolCall:
     """The call that rendered the view, on a server the user can still see."""
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).select_related("server"), pk=pk)
+    if call.server_id is None:
+        raise ApiError(f"The server “{call.server_name}” was deleted; its view is gone (the stored result is still shown).", status=410)
     if not Server.objects.visible_to(request.user).filter(pk=call.server_id).exists():
         raise Http404("The view's server is no longer shared with you.")
     return call
