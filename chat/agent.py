@@ -152,6 +152,11 @@ def close_if_stale(turn: Turn) -> bool:
     return True
 
 
+def close_stale_turns() -> int:
+    """Close every running turn that has stopped making progress; return how many."""
+    return sum(close_if_stale(turn) for turn in Turn.objects.filter(status=Turn.Status.RUNNING))
+
+
 def stop_turn(turn: Turn) -> None:
     """Stop a running turn: no further step starts, and queued or running tool calls are cancelled."""
     from inspector.celery import app

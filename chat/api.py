@@ -118,6 +118,9 @@ def conversation_detail(request: HttpRequest, pk: int) -> JsonResponse:
         conversation.save()
         if servers is not None:
             conversation.servers.set(servers)
+    active = conversation.active_turn()
+    if active and agent.close_if_stale(active):
+        conversation.refresh_from_db()  # a page opened after a worker died must not show "thinking…" forever
     return JsonResponse(conversation_json(conversation, detail=True))
 
 

@@ -1,8 +1,13 @@
 """Celery tasks of the chat app (queue `llm`)."""
 
+import logging
+
 from celery import shared_task
+from celery.signals import worker_ready
 
 from chat import agent
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="chat.tasks.llm_step", bind=True, max_retries=None)
@@ -22,3 +27,15 @@ def fail_turn(turn_id: int, *args, **kwargs) -> str:
     if turn is not None:
         agent.finish_turn(turn, Turn.Status.FAILED, error="The turn stopped on an internal error; see the worker log.")
     return "failed"
+
+
+@worker_ready.connect
+def close_stale_turns_at_start(**kwargs) -> None:
+    """A worker that starts may be replacing one that died mid-turn: close what it left running."""
+    try:
+        closed = agent.close_stale_turns()
+    except Exception:  # noqa: BLE001 - a sweep must never keep a worker from starting
+        log.exception("could not close stale turns")
+        return
+    if closed:
+        log.warning("closed %d turn(s) that had stopped making progress", closed)

@@ -433,3 +433,33 @@ def test_a_stale_running_turn_is_closed_by_the_next_message(api, fake_llm):
     stuck.refresh_from_db()
     assert stuck.status == "failed" and "stopped making progress" in stuck.error
     assert wait_turn(api, cid)["messages"][-1]["text"] == "unblocked"
+
+
+def test_a_stale_turn_is_closed_when_the_page_loads_and_by_the_worker_sweep(api, fake_llm):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat.agent import close_stale_turns
+
+    cid = new_conversation(api, fake_llm)
+    conversation = Conversation.objects.get(pk=cid)
+    hour_ago = timezone.now() - timedelta(hours=1)
+
+    def stuck_turn() -> Turn:
+        turn = Turn.objects.create(conversation=conversation, steps=1, step_claimed_at=hour_ago)
+        Turn.objects.filter(pk=turn.pk).update(created_at=hour_ago)
+        Conversation.objects.filter(pk=cid).update(status="running")
+        return turn
+
+    first = stuck_turn()
+    data = api.get(f"/api/conversations/{cid}/").json()
+    assert data["status"] != "running" and "stopped making progress" in data["turn"]["error"]
+    first.refresh_from_db()
+    assert first.status == "failed"
+
+    second = stuck_turn()
+    live = Turn.objects.create(conversation=Conversation.objects.create(owner=conversation.owner, model=MODEL))
+    assert close_stale_turns() == 1
+    second.refresh_from_db(); live.refresh_from_db()
+    assert second.status == "failed" and live.status == "running"
