@@ -50,3 +50,13 @@ def report() -> tuple[bool, dict]:
     checks["worker"] = check_workers() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down."}
     healthy = all(c["ok"] for c in checks.values())
     return healthy, {"status": "ok" if healthy else "degraded", "checks": checks}
+
+
+def summary(body: dict) -> dict:
+    """The report without error texts and worker names (which name hosts, ports and databases)."""
+    checks = {}
+    for name, check in body["checks"].items():
+        checks[name] = {"ok": check["ok"]}
+        if "workers" in check:
+            checks[name]["workers"] = len(check["workers"])
+    return {"status": body["status"], "checks": checks}

@@ -78,6 +78,15 @@ def test_healthz_reports_redis_down_with_503(client, settings):
     assert body["checks"]["database"]["ok"] is True
     assert body["checks"]["redis"]["ok"] is False
     assert body["checks"]["worker"]["ok"] is False
+    assert "error" not in body["checks"]["redis"]  # error texts name hosts and ports: staff only
+
+
+@pytest.mark.django_db
+def test_healthz_details_are_for_staff(client, staff_user, settings):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    client.force_login(staff_user)
+    body = client.get("/healthz").json()
+    assert body["checks"]["redis"]["ok"] is False and "127.0.0.1:1" in body["checks"]["redis"]["error"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -85,7 +94,7 @@ def test_healthz_green_with_live_worker(live_app, celery_worker):
     status, body = _get_json(f"{live_app.url}/healthz", timeout=10)
     assert status == 200, body
     assert body["status"] == "ok"
-    assert any(celery_worker.hostname in w for w in body["checks"]["worker"]["workers"])
+    assert body["checks"]["worker"]["workers"] >= 1  # anonymous: a count, no host names
 
 
 @pytest.mark.django_db(transaction=True)
