@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 litellm.suppress_debug_info = True
 
 STOP_POLL_SECONDS = 0.5
+PROGRESS_BEAT_SECONDS = 10
 
 
 # --- live stream buffer: lets a page that opens mid-stream show the text so far -----------------
@@ -110,7 +111,9 @@ def finish_turn(turn: Turn, status: str, error: str = "", notice: str = "") -> N
         updated = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(
             status=status, error=error or notice, finished_at=timezone.now()
         )
-        Conversation.objects.filter(pk=turn.conversation_id).update(status=Conversation.Status.IDLE, updated_at=timezone.now())
+        # Not while a newer turn runs (a late errback or sweep must not mark it idle).
+        if not Turn.objects.filter(conversation_id=turn.conversation_id, status=Turn.Status.RUNNING).exists():
+            Conversation.objects.filter(pk=turn.conversation_id).update(status=Conversation.Status.IDLE, updated_at=timezone.now())
     if not updated:
         return
     try:
@@ -134,12 +137,19 @@ def close_if_stale(turn: Turn) -> bool:
     """
     from django.db.models import Max
 
+    unfinished = ToolCall.objects.filter(turn=turn, status__in=[ToolCall.Status.QUEUED, ToolCall.Status.RUNNING])
+    if unfinished.exists() and not unfinished.filter(celery_task_id="").exists():
+        # Dispatched: the broker holds them (acks_late) however long the queue is, and the
+        # chord starts the next step after them. Only calls never dispatched mean a lost turn.
+        return False
+    calls = ToolCall.objects.filter(turn=turn).aggregate(finished=Max("finished_at"), started=Max("started_at"))
     last = max(
         t for t in (
             turn.created_at,
-            turn.step_claimed_at,
+            turn.step_claimed_at,  # refreshed while the model streams (see _stream)
             turn.messages.aggregate(m=Max("created_at"))["m"],
-            ToolCall.objects.filter(turn=turn).aggregate(m=Max("finished_at"))["m"],
+            calls["finished"],
+            calls["started"],
         ) if t is not None
     )
     stale_after = timedelta(seconds=settings.LLM_TIMEOUT + settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT + 60)
@@ -182,7 +192,7 @@ def message_json(m: Message) -> dict[str, Any]:
     return {
         "id": m.pk, "seq": m.seq, "role": m.role, "text": m.text, "tool_calls": m.tool_calls,
         "tool_call_id": str(m.tool_call_id) if m.tool_call_id else None, "llm_tool_call_id": m.llm_tool_call_id,
-        "turn_id": m.turn_id, "model": m.model, "usage": m.usage, "created_at": m.created_at.isoformat(),
+        "turn_id": m.turn_id, "step": m.step, "model": m.model, "usage": m.usage, "created_at": m.created_at.isoformat(),
     }
 
 
@@ -208,7 +218,9 @@ class StreamingToolCalls:
         index = getattr(delta, "index", None) or 0
         call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": "", "published": 0.0})
         fn = getattr(delta, "function", None)
-        if getattr(delta, "id", None):
+        if getattr(delta, "id", None) and delta.id != call["id"]:
+            if call["id"]:  # a provider reusing an index for a new call: start it afresh
+                call.update(name="", arguments="", published=0.0)
             call["id"] = delta.id
         if fn is not None and getattr(fn, "name", None):
             call["name"] = fn.name
@@ -274,7 +286,7 @@ def _stream(conversation: Conversation, turn: Turn, request: history.LlmRequest)
     chunks = []
     text = ""
     buffer = _redis()
-    last_check = time.monotonic()
+    last_check = last_beat = time.monotonic()
     stopped = False
     response = litellm.completion(**kwargs)
     for chunk in response:
@@ -299,6 +311,10 @@ def _stream(conversation: Conversation, turn: Turn, request: history.LlmRequest)
             if Turn.objects.filter(pk=turn.pk, stop_requested=True).exists():
                 stopped = True
                 break
+            if last_check - last_beat > PROGRESS_BEAT_SECONDS:
+                # A long answer is progress: keeps the step's lease and tells close_if_stale so.
+                last_beat = last_check
+                Turn.objects.filter(pk=turn.pk, steps=turn.steps).update(step_claimed_at=timezone.now())
     if stopped:
         try:
             response.completion_stream.close()  # type: ignore[attr-defined]

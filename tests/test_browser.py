@@ -165,6 +165,25 @@ def test_app_view_opens_while_the_model_streams_and_gets_partial_input(browser, 
     page.context.close()
 
 
+def test_a_streamed_call_that_is_never_made_goes_away_and_leaves_the_app_view_alone(browser, live_app, user, fake_llm, app_server):
+    refresh_tools(app_server)
+    conversation = make_conversation(user, fake_llm, [app_server])
+    fake_llm.script([
+        {"tool_calls": [{"name": "nope__missing", "arguments": {"x": "unknown tool"}, "id": "u1"},
+                        {"name": "apps__show_marker", "arguments": {"label": "second"}, "id": "u2"}], "chunk_delay": 0.2},
+        {"text": "One of them worked."},
+    ])
+    page = open_chat(browser, live_app, conversation)
+    send(page, "two calls")
+    page.wait_for_selector(".tool-card .status.streaming", timeout=20000)
+    page.wait_for_selector(".msg.assistant >> text=One of them worked.", timeout=40000)
+    # The unknown tool's card is gone (the chat says so in a tool note); the App card stayed and kept its view.
+    assert page.locator(".tool-card").count() == 1
+    assert page.locator(".tool-note", has_text="Unknown tool").count() == 1
+    widget_frame(page).locator("#secret", has_text="STRUCTURED-MARKER-second").wait_for(timeout=20000)
+    page.context.close()
+
+
 def test_a_stopped_turn_removes_the_streamed_card(browser, live_app, user, fake_llm, basic_server):
     refresh_tools(basic_server)
     conversation = make_conversation(user, fake_llm, [basic_server])

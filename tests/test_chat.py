@@ -463,3 +463,34 @@ def test_a_stale_turn_is_closed_when_the_page_loads_and_by_the_worker_sweep(api,
     assert close_stale_turns() == 1
     second.refresh_from_db(); live.refresh_from_db()
     assert second.status == "failed" and live.status == "running"
+
+
+def test_a_turn_waiting_on_dispatched_calls_is_not_stale_and_a_late_close_keeps_a_newer_turn(api, fake_llm, basic_server):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat.agent import close_if_stale, finish_turn
+
+    cid = new_conversation(api, fake_llm, [basic_server])
+    conversation = Conversation.objects.get(pk=cid)
+    hour_ago = timezone.now() - timedelta(hours=1)
+    turn = Turn.objects.create(conversation=conversation, steps=1, step_claimed_at=hour_ago)
+    Turn.objects.filter(pk=turn.pk).update(created_at=hour_ago)
+    turn.refresh_from_db()
+    # A long queue: the call is in the broker (it has a task id) but has not started yet.
+    call = ToolCall.objects.create(server=basic_server, tool_name="echo", origin="llm", turn=turn, conversation=conversation,
+                                   celery_task_id="in-the-broker")
+    assert close_if_stale(turn) is False
+    # Never dispatched (the worker died before the chord was sent): that turn is lost.
+    ToolCall.objects.filter(pk=call.pk).update(celery_task_id="")
+    assert close_if_stale(turn) is True
+    call.refresh_from_db()
+    assert call.status == "cancelled"
+
+    newer = Turn.objects.create(conversation=conversation)
+    Conversation.objects.filter(pk=cid).update(status="running")
+    finish_turn(turn, Turn.Status.FAILED, error="late errback")  # already failed: changes nothing
+    assert Conversation.objects.get(pk=cid).status == "running"
+    finish_turn(newer, Turn.Status.COMPLETED)
+    assert Conversation.objects.get(pk=cid).status == "idle"

@@ -58,7 +58,7 @@ def _claim(tool_call_id) -> ToolCall | None:
     lease: if the first delivery's worker died meanwhile, the retry takes the call over.
     """
     with transaction.atomic():
-        call = ToolCall.objects.select_for_update().select_related("server").filter(pk=tool_call_id).first()
+        call = ToolCall.objects.select_for_update(of=("self",)).select_related("server").filter(pk=tool_call_id).first()
         if call is None:
             log.warning("tool call %s does not exist", tool_call_id)
             return None
@@ -149,7 +149,7 @@ def execute(tool_call_id) -> str:
         _finish(call, ToolCall.Status.FAILED, _failure_outcome(call, ToolCall.Status.FAILED, message), None, tool, message)
         return ToolCall.Status.FAILED
 
-    policy = tool.effective_policy() if tool else server.projection_policy
+    policy = (tool.projection_policy if tool else "") or server.projection_policy
     is_app = bool(tool and tool.is_app) or call.is_app
     try:
         outcome = project(raw, is_app=is_app, policy=policy, token_cap=settings.PROJECTION_TOKEN_CAP)

@@ -43,6 +43,7 @@ export function adoptAppView(pendingId, callId) {
   mounted.set(callId, entry);
   entry.callId = callId;
   entry.adopt(callId);
+  entry.handle?.setHostContext({ toolInfo: { ...(entry.handle.getHostContext?.().toolInfo || {}), id: callId } });
 }
 
 /** A streamed call that never got a row (the turn was stopped or failed): remove its view. */
@@ -84,6 +85,7 @@ async function start(slot, call, page, entry, onChanged) {
     slot.className = "widget-slot error";
     return;
   }
+  if (![...mounted.values()].includes(entry)) return;  // unmounted while the view loaded
   if (view.warning) { const w = document.createElement("p"); w.className = "help"; w.textContent = view.warning; slot.append(w); }
   const modes = displayModesFor(slot);
   const holder = document.createElement("div");
@@ -99,7 +101,7 @@ async function start(slot, call, page, entry, onChanged) {
     permissions: view.permissions,
     prefersBorder: view.prefersBorder,
     toolDefinition: view.tool,
-    toolCallId: call.pending ? undefined : call.id,
+    toolCallId: entry.callId ?? undefined,  // set once the call has its row (maybe during the fetch)
     // Apps SDK widgets read window.openai.toolInput at load: give it at mount when known.
     toolInput: call.pending ? undefined : (call.arguments || {}),
     openai: view.openai,

@@ -13,7 +13,8 @@ const list = document.getElementById("messages");
 const messages = new Map();   // id -> message
 const calls = new Map();      // tool call id -> tool call json
 const cards = new Map();      // tool call id -> card element
-const streamed = new Map();   // LLM tool-call id -> temporary card id, while the model writes the call
+const streamed = new Map();   // LLM tool-call id -> {id, turn, step} while the model writes the call; null once adopted
+const endedTurns = new Set();
 let streaming = null;         // {el, text}
 let running = false;
 
@@ -71,6 +72,7 @@ function upsertMessage(m) {
     return;
   }
   messages.set(m.id, m);
+  settleStreamed(m);
   if (m.role === "assistant" && streaming) { streaming.el.remove(); streaming = null; }
   const node = renderMessage(m);
   node.dataset.seq = m.seq;
@@ -157,38 +159,60 @@ function upsertCall(data) {
 }
 
 // While the model streams a tool call: a card (and, for an App tool, its view, which gets
-// tool-input-partial) appears before the call exists; tool_call.created adopts it.
+// tool-input-partial) appears before the call exists. The call's row adopts it (by the LLM's
+// tool-call id, from tool_call.created or the stored tool message); anything the step did not
+// turn into a call is removed when the step's answer is stored or the turn ends.
 function onToolStreaming(ev) {
-  if (!ev.llm_tool_call_id) return;
-  let id = streamed.get(ev.llm_tool_call_id);
-  if (id === null) return;  // already adopted: a late event
-  if (!id) {
-    id = `streaming-${ev.llm_tool_call_id}`;
-    streamed.set(ev.llm_tool_call_id, id);
-    const card = toolCard(id);
+  if (!ev.llm_tool_call_id || endedTurns.has(ev.turn_id)) return;  // late events of a stopped turn
+  let entry = streamed.get(ev.llm_tool_call_id);
+  if (entry === null) return;  // already adopted
+  if (!entry) {
+    entry = { id: `streaming-${ev.llm_tool_call_id}`, turn: ev.turn_id, step: ev.step };
+    streamed.set(ev.llm_tool_call_id, entry);
+    const card = toolCard(entry.id);
     card.dataset.seq = String(999999990 + Math.min(ev.index || 0, 8));
     insertBySeq(card);
   }
-  upsertCall({ id, pending: true, server_id: ev.server_id, server_name: ev.server_name, tool: ev.tool,
+  upsertCall({ id: entry.id, pending: true, server_id: ev.server_id, server_name: ev.server_name, tool: ev.tool,
     arguments: ev.arguments, is_app: ev.is_app && ev.server_id != null, status: "streaming" });
   scrollDown();
 }
 
-function adoptStreamed(ev) {
-  const id = streamed.get(ev.llm_tool_call_id);
-  if (!id) return;
-  streamed.set(ev.llm_tool_call_id, null);
-  const card = cards.get(id);
-  cards.delete(id); calls.delete(id);
-  card.dataset.toolCall = ev.tool_call_id;
-  cards.set(ev.tool_call_id, card);
-  adoptAppView(id, ev.tool_call_id);
+function adoptStreamed(llmId, callId) {
+  const entry = streamed.get(llmId);
+  if (!entry) return;
+  streamed.set(llmId, null);
+  if (cards.has(callId)) { dropOne(entry); return; }  // the real card came first: keep that one
+  const card = cards.get(entry.id);
+  cards.delete(entry.id); calls.delete(entry.id);
+  card.dataset.toolCall = callId;
+  cards.set(callId, card);
+  adoptAppView(entry.id, callId);
 }
 
-function dropStreamed() {
-  for (const [llmId, id] of streamed) {
-    if (id) { unmountAppView(id); cards.get(id)?.remove(); cards.delete(id); calls.delete(id); }
+function dropOne(entry) {
+  unmountAppView(entry.id);
+  cards.get(entry.id)?.remove();
+  cards.delete(entry.id); calls.delete(entry.id);
+}
+
+/** Remove streamed cards that never became calls: all of them, or those of one step. */
+function dropStreamed(keep = () => false) {
+  for (const [llmId, entry] of streamed) {
+    if (entry && keep(llmId, entry)) continue;
+    if (entry) dropOne(entry);
     streamed.delete(llmId);
+  }
+}
+
+/** A stored message settles the streamed cards of its step. */
+function settleStreamed(m) {
+  if (m.role === "tool" && m.llm_tool_call_id && streamed.get(m.llm_tool_call_id)) {
+    if (m.tool_call_id) adoptStreamed(m.llm_tool_call_id, m.tool_call_id);
+    else { dropOne(streamed.get(m.llm_tool_call_id)); streamed.delete(m.llm_tool_call_id); }  // unknown tool, bad JSON
+  } else if (m.role === "assistant" && m.turn_id != null) {
+    const requested = new Set((m.tool_calls || []).map(tc => tc.id));
+    dropStreamed((llmId, entry) => entry.turn !== m.turn_id || entry.step !== m.step || requested.has(llmId));
   }
 }
 
@@ -209,7 +233,8 @@ function setRunning(on) {
   s.className = `status ${on ? "running" : ""}`; s.textContent = on ? "thinking…" : "";
 }
 
-function endTurn() {
+function endTurn(turnId) {
+  if (turnId != null) endedTurns.add(turnId);
   setRunning(false);
   if (streaming) { streaming.el.remove(); streaming = null; }
   dropStreamed();
@@ -228,6 +253,7 @@ async function load() {
   for (const m of data.messages) upsertMessage(m);
   for (const call of data.tool_calls) if (cards.has(call.id)) updateCard(calls.get(call.id));
   setRunning(data.status === "running");
+  if (data.status !== "running") dropStreamed();  // the turn ended while the socket was away
   const title = document.getElementById("conversation-title");
   if (data.title && !title.value && document.activeElement !== title) title.value = data.title;
   if (data.turn && data.turn.status === "failed") notice(data.turn.error, true);
@@ -252,7 +278,7 @@ function onEvent(ev) {
     case "turn.started": setRunning(true); notice(""); break;
     case "tool_call.streaming": onToolStreaming(ev); break;
     case "tool_call.created":
-      adoptStreamed(ev);
+      adoptStreamed(ev.llm_tool_call_id, ev.tool_call_id);
       upsertCall({ id: ev.tool_call_id, server_id: ev.server_id, server_name: ev.server_name, tool: ev.tool, arguments: ev.arguments, is_app: ev.is_app, status: ev.status, origin: ev.origin });
       break;
     case "tool_call.status": if (calls.has(ev.tool_call_id)) upsertCall({ id: ev.tool_call_id, status: ev.status }); break;
@@ -261,9 +287,9 @@ function onEvent(ev) {
       if (calls.has(ev.tool_call_id)) upsertCall(fromResultEvent(ev));
       refreshLlmView();
       break;
-    case "turn.completed": endTurn(); notice(ev.notice || ""); refreshLlmView(); break;
-    case "turn.failed": endTurn(); notice(ev.error, true); break;
-    case "turn.stopped": endTurn(); notice("Stopped."); break;
+    case "turn.completed": endTurn(ev.turn_id); notice(ev.notice || ""); refreshLlmView(); break;
+    case "turn.failed": endTurn(ev.turn_id); notice(ev.error, true); break;
+    case "turn.stopped": endTurn(ev.turn_id); notice("Stopped."); break;
   }
 }
 
