@@ -135,7 +135,8 @@ def test_run_command_starts_everything_and_ctrl_c_leaves_no_process(tmp_path):
                 pass
             time.sleep(0.5)
         assert status == 200, f"healthz never green: {body}\n{(tmp_path / 'run.log').read_text()[-3000:]}"
-        assert body["checks"]["database"]["vendor"] == "sqlite"
+        assert body["checks"]["database"]["ok"] is True
+        assert (tmp_path / "data" / "inspector.sqlite3").stat().st_size > 0  # the embedded default: SQLite
         started = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(p.cmdline()) for p in started)
         assert "valkey-server" in names and "daphne" in names and "celery" in names
