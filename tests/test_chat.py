@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import timedelta
 
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from chat import history
 from chat.models import Conversation, Message, Turn
@@ -415,16 +417,20 @@ def test_environment_key_never_goes_to_a_custom_api_base(api, fake_llm):
     assert "sk-environment-secret" not in json.dumps(fake_llm.requests[-1]["headers"])
 
 
+def stuck_turn(conversation: Conversation) -> Turn:
+    """A running turn that last made progress an hour ago, as if its worker had died."""
+    hour_ago = timezone.now() - timedelta(hours=1)
+    turn = Turn.objects.create(conversation=conversation, steps=1, step_claimed_at=hour_ago)
+    Turn.objects.filter(pk=turn.pk).update(created_at=hour_ago)
+    Conversation.objects.filter(pk=conversation.pk).update(status="running")
+    turn.refresh_from_db()
+    return turn
+
+
 def test_a_stale_running_turn_is_closed_by_the_next_message(api, fake_llm):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     cid = new_conversation(api, fake_llm)
     conversation = Conversation.objects.get(pk=cid)
-    stuck = Turn.objects.create(conversation=conversation, steps=1, step_claimed_at=timezone.now() - timedelta(hours=1))
-    Turn.objects.filter(pk=stuck.pk).update(created_at=timezone.now() - timedelta(hours=1))
-    Conversation.objects.filter(pk=cid).update(status="running")
+    stuck = stuck_turn(conversation)
     fresh = Turn.objects.create(conversation=conversation)
     assert api.post(f"/api/conversations/{cid}/messages/", {"text": "blocked?"}).status_code == 409  # fresh is live
     fresh.delete()
@@ -436,29 +442,17 @@ def test_a_stale_running_turn_is_closed_by_the_next_message(api, fake_llm):
 
 
 def test_a_stale_turn_is_closed_when_the_page_loads_and_by_the_worker_sweep(api, fake_llm):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     from chat.agent import close_stale_turns
 
     cid = new_conversation(api, fake_llm)
     conversation = Conversation.objects.get(pk=cid)
-    hour_ago = timezone.now() - timedelta(hours=1)
-
-    def stuck_turn() -> Turn:
-        turn = Turn.objects.create(conversation=conversation, steps=1, step_claimed_at=hour_ago)
-        Turn.objects.filter(pk=turn.pk).update(created_at=hour_ago)
-        Conversation.objects.filter(pk=cid).update(status="running")
-        return turn
-
-    first = stuck_turn()
+    first = stuck_turn(conversation)
     data = api.get(f"/api/conversations/{cid}/").json()
     assert data["status"] != "running" and "stopped making progress" in data["turn"]["error"]
     first.refresh_from_db()
     assert first.status == "failed"
 
-    second = stuck_turn()
+    second = stuck_turn(conversation)
     live = Turn.objects.create(conversation=Conversation.objects.create(owner=conversation.owner, model=MODEL))
     assert close_stale_turns() == 1
     second.refresh_from_db(); live.refresh_from_db()
@@ -466,18 +460,11 @@ def test_a_stale_turn_is_closed_when_the_page_loads_and_by_the_worker_sweep(api,
 
 
 def test_a_turn_waiting_on_dispatched_calls_is_not_stale_and_a_late_close_keeps_a_newer_turn(api, fake_llm, basic_server):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     from chat.agent import close_if_stale, finish_turn
 
     cid = new_conversation(api, fake_llm, [basic_server])
     conversation = Conversation.objects.get(pk=cid)
-    hour_ago = timezone.now() - timedelta(hours=1)
-    turn = Turn.objects.create(conversation=conversation, steps=1, step_claimed_at=hour_ago)
-    Turn.objects.filter(pk=turn.pk).update(created_at=hour_ago)
-    turn.refresh_from_db()
+    turn = stuck_turn(conversation)
     # A long queue: the call is in the broker (it has a task id) but has not started yet.
     call = ToolCall.objects.create(server=basic_server, tool_name="echo", origin="llm", turn=turn, conversation=conversation,
                                    celery_task_id="in-the-broker")
