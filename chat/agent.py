@@ -256,6 +256,7 @@ def heal_arguments(partial: str) -> dict[str, Any]:
         return {}
     return value if isinstance(value, dict) else {}
 
+
 def _stream(conversation: Conversation, turn: Turn, request: history.LlmRequest) -> tuple[str, list[dict], dict | None, bool]:
     """Call the model with streaming; publish deltas; return (text, tool_calls, usage, stopped)."""
     kwargs: dict[str, Any] = {

@@ -130,7 +130,8 @@ def execute(tool_call_id) -> str:
         return "skipped"
     publish_status(call)
     server: Server | None = call.server
-    tool = Tool.objects.filter(server=server, name=call.tool_name).first() if server else None
+    # The server comes along: a server deleted mid-call must not break the policy lookup below.
+    tool = Tool.objects.filter(server=server, name=call.tool_name).select_related("server").first() if server else None
     timeout = settings.MCP_CALL_TIMEOUT
     started = time.monotonic()
     try:
@@ -149,7 +150,7 @@ def execute(tool_call_id) -> str:
         _finish(call, ToolCall.Status.FAILED, _failure_outcome(call, ToolCall.Status.FAILED, message), None, tool, message)
         return ToolCall.Status.FAILED
 
-    policy = (tool.projection_policy if tool else "") or server.projection_policy
+    policy = tool.effective_policy() if tool else server.projection_policy
     is_app = bool(tool and tool.is_app) or call.is_app
     try:
         outcome = project(raw, is_app=is_app, policy=policy, token_cap=settings.PROJECTION_TOKEN_CAP)
