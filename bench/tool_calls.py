@@ -108,14 +108,17 @@ def prepare_env(args: argparse.Namespace) -> Path:
     return data_dir
 
 
-def start_worker(procs: Processes, data_dir: Path) -> str:
-    """Start one Celery worker subprocess and wait until it answers a ping; returns its hostname."""
+def start_worker(procs: Processes, data_dir: Path, name: str = "worker") -> str:
+    """Start one Celery worker subprocess and wait until it answers a ping; returns its hostname.
+
+    `name` tells several workers of one bench apart (hostname, and the log `<name>.log`)."""
     from inspector.celery import app
 
-    hostname = f"bench-{os.getpid()}@localhost"
-    log = open(data_dir / "worker.log", "wb")
+    hostname = f"bench-{name}-{os.getpid()}@localhost"
+    log_path = data_dir / f"{name}.log"
+    log = open(log_path, "wb")
     proc = procs.start(
-        "worker",
+        name,
         [sys.executable, "-m", "celery", "-A", "inspector", "worker", "--pool", "threads",
          "--concurrency", str(WORKER_CONCURRENCY), "-Q", "default,tools,llm", "--hostname", hostname,
          "--without-gossip", "--without-mingle"],
@@ -125,10 +128,10 @@ def start_worker(procs: Processes, data_dir: Path) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the worker exited with code {proc.returncode}:\n{tail(data_dir / 'worker.log')}")
+            raise RuntimeError(f"{name} exited with code {proc.returncode}:\n{tail(log_path)}")
         if app.control.ping(destination=[hostname], timeout=0.5):
             return hostname
-    raise RuntimeError(f"the worker did not answer a ping within 60 s:\n{tail(data_dir / 'worker.log')}")
+    raise RuntimeError(f"{name} did not answer a ping within 60 s:\n{tail(log_path)}")
 
 
 def tail(path: Path, chars: int = 3000) -> str:
@@ -250,7 +253,9 @@ class ResultListener:
 
     async def subscribe(self, call_id: str) -> None:
         self.waiting[call_id] = asyncio.get_running_loop().create_future()
-        await self.layer.group_add(f"toolcall.{call_id}", self.channel)
+        from tools.events import tool_call_group
+
+        await self.layer.group_add(tool_call_group(call_id), self.channel)
 
     async def result(self, call_id: str) -> tuple[float, dict]:
         """(perf_counter at arrival, the event) of the call's tool_call.result."""
@@ -258,7 +263,9 @@ class ResultListener:
             return await asyncio.wait_for(self.waiting[call_id], EVENT_TIMEOUT)
         finally:
             self.waiting.pop(call_id, None)
-            await self.layer.group_discard(f"toolcall.{call_id}", self.channel)
+            from tools.events import tool_call_group
+
+            await self.layer.group_discard(tool_call_group(call_id), self.channel)
 
     async def _pump(self) -> None:
         while True:
@@ -294,7 +301,7 @@ def submit(server, user, call: PipelineCall, listener: ResultListener) -> None:
     from asgiref.sync import async_to_sync
     from django.db import transaction
 
-    from tools.api import start_tool_call
+    from tools.calls import start_tool_call
     from tools.models import ToolCall
 
     t0 = time.perf_counter()
@@ -316,7 +323,7 @@ async def run_wave(server, user, listener: ResultListener, calls: list[PipelineC
     outcomes = await asyncio.gather(*(listener.result(c.call_id) for c in calls))
     for call, (arrived, event) in zip(calls, outcomes, strict=False):
         call.e2e_ms = (arrived - call.t0) * 1000
-        call.status = event.get("status", "")
+        call.status = (event.get("tool_call") or {}).get("status", "")
     return (max(arrived for arrived, _ in outcomes) - calls[0].t0) * 1000
 
 

@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 from inspector.admin import ReadOnlyAdmin
-from chat.models import Conversation, Message, ModelContext, ProviderKey, Turn
+from chat.models import Conversation, Message, ModelContext, ProviderKey, Turn, ReplayItem, ReplayRun
 
 
 class MessageInline(admin.TabularInline):
@@ -51,3 +51,21 @@ class ProviderKeyAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+class ReplayItemInline(admin.TabularInline):
+    model = ReplayItem
+    fields = ("position", "server_name", "tool_name", "verdict", "error", "original", "call")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(ReplayRun)
+class ReplayRunAdmin(ReadOnlyAdmin):
+    """Stored replays (chat/replay.py, chat/live.py): evidence, read-only like the rest."""
+
+    list_display = ("id", "conversation", "kind", "status", "verdict", "created_by", "created_at")
+    list_filter = ("kind", "status", "verdict")
+    list_select_related = ("conversation", "created_by")
+    inlines = [ReplayItemInline]

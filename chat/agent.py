@@ -1,89 +1,57 @@
-"""The agent loop, one LLM step at a time, run by Celery (never by the web process).
+"""Turns and steps: what is stored, and what happens next, when the model answers.
 
-A turn is a chain: `llm_step` streams the model's answer and stores the assistant message
-and its tool calls; the tool calls run as a group of `execute_tool_call` tasks; a chord
-then starts the next `llm_step`. Each step rebuilds the history from the database
-(chat.history), so any worker can take any step.
+A turn is a chain of steps. `run_step` asks the model (chat/llm.py), stores the assistant
+message and its tool calls, and returns a `StepOutcome` saying what runs next; chat/tasks.py
+turns that into Celery work (the tool calls as a group, then the next step as a chord).
+Each step rebuilds the history from the database (chat/history.py), so any worker can take
+any step. Nothing here imports a task: dependencies run tasks -> agent -> llm/history.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import litellm
-import redis
-from celery import chord
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
-from chat import history
-from chat.models import Conversation, Message, ProviderKey, Turn
+from chat import history, llm
+from chat.models import Conversation, Message, Turn
 from inspector.events import publish
+from tools import events
+from tools.calls import start_tool_call
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
-litellm.suppress_debug_info = True
-
-STOP_POLL_SECONDS = 0.5
-PROGRESS_BEAT_SECONDS = 10
 
 
-# --- live stream buffer: lets a page that opens mid-stream show the text so far -----------------
+@dataclass
+class StepOutcome:
+    """What a step did, and what must run next (chat/tasks.py schedules it)."""
 
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL)
-
-
-def stream_key(turn_id: int) -> str:
-    return f"{settings.REDIS_PREFIX}stream:{turn_id}"
-
-
-def streamed_so_far(turn_id: int) -> str:
-    try:
-        value = _redis().get(stream_key(turn_id))
-    except redis.RedisError:
-        return ""
-    return value.decode() if value else ""
+    result: str  # "step done", "stopped", "failed", "already done", "not running", "step limit"
+    turn_id: int | None = None
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (tool call id, its Celery task id)
+    next_step: int | None = None  # run this step once every tool call has ended
 
 
-# --- credentials ----------------------------------------------------------------------------------
+@dataclass
+class Staleness:
+    """What close_if_stale found: the turn ended, or a lost step must be sent again."""
 
-def api_key_for(conversation: Conversation) -> str | None:
-    """The conversation's own key, else the owner's saved key for the provider, else None
-    (litellm then reads the provider's usual environment variable)."""
-    if conversation.api_key:
-        return conversation.api_key
-    provider = conversation.model.split("/", 1)[0] if "/" in conversation.model else ""
-    saved = ProviderKey.objects.filter(user=conversation.owner_id, provider=provider).first() if provider else None
-    return saved.api_key if saved else None
-
-
-def describe_provider_error(exc: Exception) -> str:
-    """A message a person can act on; never includes the key."""
-    kinds = [
-        (litellm.AuthenticationError, "The provider rejected the API key"),
-        (litellm.RateLimitError, "The provider's rate limit was hit"),
-        (litellm.NotFoundError, "The provider does not know this model"),
-        (litellm.Timeout, "The provider did not answer in time"),
-        (litellm.BadRequestError, "The provider refused the request"),
-        (litellm.APIConnectionError, "Could not reach the provider"),
-    ]
-    for cls, text in kinds:
-        if isinstance(exc, cls):
-            detail = getattr(exc, "message", "") or str(exc)
-            return f"{text}: {detail}"[:2000]
-    return f"LLM error ({exc.__class__.__name__}): {exc}"[:2000]
+    ended: bool = False
+    resume_step: int | None = None
 
 
 # --- turn bookkeeping -----------------------------------------------------------------------------
 
 def start_turn(conversation: Conversation, text: str) -> Turn:
-    """Store the user's message and queue the first step."""
+    """Store the user's message as a new turn (chat/tasks.begin_turn sends its first step)."""
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
         turn = Turn.objects.create(conversation=conversation)
@@ -97,13 +65,8 @@ def start_turn(conversation: Conversation, text: str) -> Turn:
 
 
 def _after_start(conversation: Conversation, turn: Turn, message: Message) -> None:
-    from chat.tasks import llm_step
-
     publish(conversation.group_name, {"type": "message.completed", "message": message_json(message)})
     publish(conversation.group_name, {"type": "turn.started", "turn_id": turn.pk})
-    from chat.tasks import fail_turn
-
-    llm_step.si(turn.pk, 1).on_error(fail_turn.si(turn.pk)).delay()
 
 
 def finish_turn(turn: Turn, status: str, error: str = "", notice: str = "") -> None:
@@ -116,11 +79,8 @@ def finish_turn(turn: Turn, status: str, error: str = "", notice: str = "") -> N
             Conversation.objects.filter(pk=turn.conversation_id).update(status=Conversation.Status.IDLE, updated_at=timezone.now())
     if not updated:
         return
-    try:
-        _redis().delete(stream_key(turn.pk))
-    except redis.RedisError:
-        pass
-    group = f"conversation.{turn.conversation_id}"
+    llm.forget_stream(turn.pk)
+    group = events.conversation_group(turn.conversation_id)
     if status == Turn.Status.FAILED:
         publish(group, {"type": "turn.failed", "turn_id": turn.pk, "error": error})
     elif status == Turn.Status.STOPPED:
@@ -129,20 +89,27 @@ def finish_turn(turn: Turn, status: str, error: str = "", notice: str = "") -> N
         publish(group, {"type": "turn.completed", "turn_id": turn.pk, "notice": notice})
 
 
-def close_if_stale(turn: Turn) -> bool:
-    """Fail a running turn that has shown no progress for longer than any step or call may take.
+RESUME_AFTER_SECONDS = 10
 
-    Covers a worker that died between storing a step and scheduling the next one: without
-    this the conversation would answer 409 until someone pressed Stop.
+
+def close_if_stale(turn: Turn) -> Staleness:
+    """Move on, or fail, a running turn that has stopped making progress.
+
+    Tool calls always end (tools/sweep.py ends them at their deadline), so a turn with
+    unfinished calls is waiting for them. Otherwise a worker may have died between storing a
+    step and scheduling the next one (or mid-step): the missing step is sent again (steps are
+    claimed with a lease, so a duplicate is harmless). Only a turn that still shows no
+    progress long after that is failed: without this the conversation would answer 409 until
+    someone pressed Stop.
     """
-    from django.db.models import Max
-
-    unfinished = ToolCall.objects.filter(turn=turn, status__in=[ToolCall.Status.QUEUED, ToolCall.Status.RUNNING])
-    if unfinished.exists() and not unfinished.filter(celery_task_id="").exists():
-        # Dispatched: the broker holds them (acks_late) however long the queue is, and the
-        # chord starts the next step after them. Only calls never dispatched mean a lost turn.
-        return False
+    if ToolCall.objects.filter(turn=turn, status__in=[ToolCall.Status.QUEUED, ToolCall.Status.RUNNING]).exists():
+        return Staleness()
+    now = timezone.now()
     calls = ToolCall.objects.filter(turn=turn).aggregate(finished=Max("finished_at"), started=Max("started_at"))
+    answer = turn.messages.filter(role=Message.Role.ASSISTANT, step=turn.steps).first() if turn.steps else None
+    if answer is not None and not answer.tool_calls:
+        finish_turn(turn, Turn.Status.COMPLETED)  # the worker died before closing the turn
+        return Staleness(ended=True)
     last = max(
         t for t in (
             turn.created_at,
@@ -152,37 +119,30 @@ def close_if_stale(turn: Turn) -> bool:
             calls["started"],
         ) if t is not None
     )
+    quiet = now - last
+    step_lease = timedelta(seconds=settings.LLM_TIMEOUT + 60)
     stale_after = timedelta(seconds=settings.LLM_TIMEOUT + settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT + 60)
-    if timezone.now() - last < stale_after:
-        return False
-    ToolCall.objects.filter(turn=turn, status__in=[ToolCall.Status.QUEUED, ToolCall.Status.RUNNING]).update(
-        status=ToolCall.Status.CANCELLED, error="The turn stopped making progress.", finished_at=timezone.now()
-    )
-    finish_turn(turn, Turn.Status.FAILED, error="The turn stopped making progress (a worker may have died), so it was closed.")
-    return True
-
-
-def close_stale_turns() -> int:
-    """Close every running turn that has stopped making progress; return how many."""
-    return sum(close_if_stale(turn) for turn in Turn.objects.filter(status=Turn.Status.RUNNING))
+    if quiet >= 2 * stale_after:
+        finish_turn(turn, Turn.Status.FAILED, error="The turn stopped making progress (a worker may have died), so it was closed.")
+        return Staleness(ended=True)
+    if answer is not None and quiet >= timedelta(seconds=RESUME_AFTER_SECONDS):
+        # Its tool calls all ended but the next step never started (the chord was lost).
+        return Staleness(resume_step=turn.steps + 1)
+    if answer is None and quiet >= (step_lease if turn.steps else timedelta(seconds=RESUME_AFTER_SECONDS)):
+        # The step (or the first one) was never claimed, or its worker died while the model answered.
+        return Staleness(resume_step=turn.steps or 1)
+    return Staleness()
 
 
 def stop_turn(turn: Turn) -> None:
-    """Stop a running turn: no further step starts, and queued or running tool calls are cancelled."""
-    from inspector.celery import app
+    """Stop a running turn: no further step starts, and queued or running tool calls are cancelled
+    (a running call's server is sent notifications/cancelled, see tools/live_calls.py)."""
+    from tools.live_calls import cancel_calls
 
     Turn.objects.filter(pk=turn.pk).update(stop_requested=True)
     active = [ToolCall.Status.QUEUED, ToolCall.Status.RUNNING]
-    calls = list(ToolCall.objects.filter(turn=turn, status__in=active))
-    for call in calls:
-        if call.celery_task_id:
-            app.control.revoke(call.celery_task_id)
-    # The status filter again: a call that finished meanwhile keeps its result.
-    ToolCall.objects.filter(pk__in=[c.pk for c in calls], status__in=active).update(
-        status=ToolCall.Status.CANCELLED, error="Stopped by the user.", finished_at=timezone.now()
-    )
-    for call in calls:
-        publish(f"conversation.{turn.conversation_id}", {"type": "tool_call.status", "tool_call_id": str(call.pk), "status": "cancelled"})
+    cancel_calls(ToolCall.objects.filter(turn=turn, status__in=active).only("pk", "status", "celery_task_id"),
+                 "Stopped by the user.")
     finish_turn(turn, Turn.Status.STOPPED)
 
 
@@ -197,143 +157,6 @@ def message_json(m: Message) -> dict[str, Any]:
 
 
 # --- one step -------------------------------------------------------------------------------------
-
-class StreamingToolCalls:
-    """Tool calls as the model streams them: name first, then argument fragments.
-
-    Browsers get `tool_call.streaming` events with the arguments parsed so far (healed JSON),
-    so a tool card and an App's view can appear, and the view can receive
-    `ui/notifications/tool-input-partial`, before the model has finished writing the call.
-    """
-
-    PUBLISH_EVERY = 0.1  # seconds between events for one call (the first one goes at once)
-
-    def __init__(self, tool_map: dict[str, tuple[str, str]]) -> None:
-        self.tool_map = tool_map
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.tools: dict[tuple[str, str], Any] = {}
-
-    def add(self, delta: Any) -> dict[str, Any] | None:
-        """Fold one streamed fragment in; return the event to publish now, if any."""
-        index = getattr(delta, "index", None) or 0
-        call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": "", "published": 0.0})
-        fn = getattr(delta, "function", None)
-        if getattr(delta, "id", None) and delta.id != call["id"]:
-            if call["id"]:  # a provider reusing an index for a new call: start it afresh
-                call.update(name="", arguments="", published=0.0)
-            call["id"] = delta.id
-        if fn is not None and getattr(fn, "name", None):
-            call["name"] = fn.name
-        if fn is not None and getattr(fn, "arguments", None):
-            call["arguments"] += fn.arguments
-        now = time.monotonic()
-        if not call["name"] or not call["id"] or now - call["published"] < self.PUBLISH_EVERY:
-            return None
-        call["published"] = now
-        return {"index": index, "llm_tool_call_id": call["id"], "name": call["name"],
-                "arguments": heal_arguments(call["arguments"]), **self._describe(call["name"])}
-
-    def _describe(self, name: str) -> dict[str, Any]:
-        target = self.tool_map.get(name)
-        if target is None:
-            return {"server_id": None, "server_name": "", "tool": name, "is_app": False}
-        if target not in self.tools:
-            from tools.models import Tool
-
-            self.tools[target] = Tool.objects.filter(server_id=int(target[0]), name=target[1]).select_related("server").first()
-        tool = self.tools[target]
-        return {"server_id": int(target[0]), "server_name": tool.server.name if tool else "", "tool": target[1],
-                "is_app": bool(tool and tool.is_app and tool.ui_resource_uri)}
-
-
-def heal_arguments(partial: str) -> dict[str, Any]:
-    """The arguments object parsed from an unfinished JSON string ({} until there is one)."""
-    from partial_json_parser import loads
-
-    try:
-        value = loads(partial) if partial.strip() else {}
-    except Exception:  # noqa: BLE001 - any fragment a model streams must not break the step
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _stream(conversation: Conversation, turn: Turn, request: history.LlmRequest) -> tuple[str, list[dict], dict | None, bool]:
-    """Call the model with streaming; publish deltas; return (text, tool_calls, usage, stopped)."""
-    kwargs: dict[str, Any] = {
-        "model": conversation.model,
-        "messages": request.messages,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "timeout": settings.LLM_TIMEOUT,
-        "num_retries": 0,
-        "max_retries": 0,
-    }
-    if request.tools:
-        kwargs["tools"] = request.tools
-    if conversation.api_base:
-        kwargs["api_base"] = conversation.api_base
-    key = api_key_for(conversation)
-    if key:
-        kwargs["api_key"] = key
-    elif conversation.api_base:
-        # litellm would fall back to the deployment's environment key (e.g. OPENAI_API_KEY) and
-        # send it to whatever api_base the user typed. A custom endpoint gets only keys the user gave.
-        kwargs["api_key"] = "no-key"
-    if conversation.temperature is not None:
-        kwargs["temperature"] = conversation.temperature
-
-    group = conversation.group_name
-    streaming_calls = StreamingToolCalls(request.tool_map)
-    chunks = []
-    text = ""
-    buffer = _redis()
-    last_check = last_beat = time.monotonic()
-    stopped = False
-    response = litellm.completion(**kwargs)
-    for chunk in response:
-        chunks.append(chunk)
-        choices = getattr(chunk, "choices", None) or []
-        delta = choices[0].delta if choices else None
-        piece = getattr(delta, "content", None) if delta else None
-        if piece:
-            text += piece
-            publish(group, {"type": "message.delta", "turn_id": turn.pk, "step": turn.steps, "delta": piece})
-            try:
-                buffer.set(stream_key(turn.pk), text, ex=600)
-            except redis.RedisError:
-                pass
-        tool_deltas = getattr(delta, "tool_calls", None) if delta else None
-        for tc in tool_deltas or []:
-            event = streaming_calls.add(tc)
-            if event:
-                publish(group, {"type": "tool_call.streaming", "turn_id": turn.pk, "step": turn.steps, **event})
-        if time.monotonic() - last_check > STOP_POLL_SECONDS:
-            last_check = time.monotonic()
-            if Turn.objects.filter(pk=turn.pk, stop_requested=True).exists():
-                stopped = True
-                break
-            if last_check - last_beat > PROGRESS_BEAT_SECONDS:
-                # A long answer is progress: keeps the step's lease and tells close_if_stale so.
-                last_beat = last_check
-                Turn.objects.filter(pk=turn.pk, steps=turn.steps).update(step_claimed_at=timezone.now())
-    if stopped:
-        try:
-            response.completion_stream.close()  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - best effort: stop reading from the provider
-            pass
-        return text, [], None, True
-    built = litellm.stream_chunk_builder(chunks, messages=request.messages) if chunks else None
-    tool_calls = []
-    usage = None
-    if built is not None:
-        message = built.choices[0].message
-        text = message.content or text
-        for tc in message.tool_calls or []:
-            tool_calls.append({"id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments or "{}"})
-        if getattr(built, "usage", None):
-            usage = {k: getattr(built.usage, k, None) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-    return text, tool_calls, usage, False
-
 
 class StepInProgress(Exception):
     """Another delivery of this step holds its lease; the task retries after a short wait."""
@@ -357,40 +180,39 @@ def _claim_step(turn_id: int, step: int) -> tuple[Turn | None, str]:
         return turn, "claimed"
 
 
-def run_step(turn_id: int, step: int | None = None) -> str:
-    from tools.api import start_tool_call
-    from tools.tasks import execute_tool_call
-
+def run_step(turn_id: int, step: int | None = None) -> StepOutcome:
+    """Run one step of a turn: ask the model, store its answer and tool calls (rows first)."""
     if step is None:
         step = (Turn.objects.filter(pk=turn_id).values_list("steps", flat=True).first() or 0) + 1
     turn, claim = _claim_step(turn_id, step)
     if turn is None:
-        return claim
+        return StepOutcome(claim, turn_id)
     conversation = turn.conversation
     if claim == "finish":
         if turn.stop_requested:
             finish_turn(turn, Turn.Status.STOPPED)
-            return "stopped"
+            return StepOutcome("stopped", turn_id)
         finish_turn(
             turn, Turn.Status.COMPLETED,
             notice=f"Stopped after {step - 1} model steps: the limit is CHAT_MAX_STEPS={settings.CHAT_MAX_STEPS}.",
         )
-        return "step limit"
+        return StepOutcome("step limit", turn_id)
 
     request = history.build(conversation)
     try:
-        text, requested, usage, stopped = _stream(conversation, turn, request)
+        answer = llm.stream(conversation, turn, request)
     except Exception as exc:  # noqa: BLE001 - provider errors end the turn with a clear message
         log.warning("LLM step failed for turn %s: %s", turn.pk, exc.__class__.__name__)
-        finish_turn(turn, Turn.Status.FAILED, error=describe_provider_error(exc))
-        return "failed"
-    if stopped:
+        finish_turn(turn, Turn.Status.FAILED, error=llm.describe_provider_error(exc))
+        return StepOutcome("failed", turn_id)
+    text, requested, usage = answer.text, answer.tool_calls, answer.usage
+    if answer.stopped:
         if text:
             m = conversation.append_message(role=Message.Role.ASSISTANT, text=text + "\n\n[stopped]", turn=turn,
                                             step=step, model=conversation.model)
             publish(conversation.group_name, {"type": "message.completed", "message": message_json(m)})
         finish_turn(turn, Turn.Status.STOPPED)
-        return "stopped"
+        return StepOutcome("stopped", turn_id)
 
     calls: list[ToolCall] = []
     with transaction.atomic():
@@ -402,7 +224,7 @@ def run_step(turn_id: int, step: int | None = None) -> str:
                 m = conversation.append_message(role=Message.Role.ASSISTANT, text=text + note, turn=turn, step=step,
                                                 model=conversation.model, usage=usage)
                 transaction.on_commit(lambda: publish(conversation.group_name, {"type": "message.completed", "message": message_json(m)}))
-            return "stopped"
+            return StepOutcome("stopped", turn_id)
         try:
             with transaction.atomic():
                 assistant = conversation.append_message(
@@ -410,7 +232,7 @@ def run_step(turn_id: int, step: int | None = None) -> str:
                     model=conversation.model, usage=usage,
                 )
         except IntegrityError:
-            return "already done"  # another delivery of this step stored its answer first
+            return StepOutcome("already done", turn_id)  # another delivery of this step stored its answer first
         tool_messages = []
         for tc in requested:
             target = request.tool_map.get(tc["name"])
@@ -439,34 +261,18 @@ def run_step(turn_id: int, step: int | None = None) -> str:
             )
 
         def after_commit():
-            try:
-                _redis().delete(stream_key(turn.pk))
-            except redis.RedisError:
-                pass
+            llm.forget_stream(turn.pk)
             group = conversation.group_name
             publish(group, {"type": "message.completed", "message": message_json(assistant)})
             for call in calls:
-                publish(group, {
-                    "type": "tool_call.created", "tool_call_id": str(call.pk), "llm_tool_call_id": call.llm_tool_call_id,
-                    "server_id": call.server_id, "server_name": call.server_name, "tool": call.tool_name,
-                    "arguments": call.arguments, "is_app": call.is_app, "origin": call.origin, "status": call.status,
-                })
+                events.publish_tool_call(events.TOOL_CALL_CREATED, call.pk)
             for m in tool_messages:
                 publish(group, {"type": "message.completed", "message": message_json(m)})
-            if requested:
-                # Parallel tool calls run in parallel; the next step starts when all have ended.
-                from chat.tasks import fail_turn, llm_step
-
-                header = [execute_tool_call.si(str(c.pk)) for c in calls]
-                next_step = llm_step.si(turn.pk, step + 1).on_error(fail_turn.si(turn.pk))
-                if header:
-                    result = chord(header)(next_step)
-                    for c, r in zip(calls, result.parent.results if result.parent else [], strict=False):
-                        ToolCall.objects.filter(pk=c.pk).update(celery_task_id=r.id)
-                else:
-                    next_step.delay()
-            else:
+            if not requested:
                 finish_turn(turn, Turn.Status.COMPLETED)
 
         transaction.on_commit(after_commit)
-    return "step done"
+    if not requested:
+        return StepOutcome("step done", turn_id)
+    # Parallel tool calls run in parallel; the next step starts when all have ended.
+    return StepOutcome("step done", turn_id, [(str(c.pk), c.celery_task_id) for c in calls], next_step=step + 1)

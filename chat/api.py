@@ -8,11 +8,12 @@ from urllib.parse import urlsplit
 from django.db.models import Q
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
+from pydantic import Field, StrictInt, field_validator
 
-from chat import agent, history
-from chat.models import Conversation, Turn
-from inspector.api import ApiError, api_view, json_body
-from tools.api import tool_call_json
+from chat import agent, history, tasks
+from chat.models import Conversation, ReplayRun, Turn
+from inspector.api import ApiError, Body, api_view, json_body, parse_body
+from tools.events import summary_queryset, tool_call_json
 from tools.models import Server, ToolCall
 
 
@@ -21,44 +22,49 @@ def owned(request: HttpRequest, pk: int) -> Conversation:
     return get_object_or_404(Conversation, pk=pk, owner=request.user)
 
 
-def settings_from_body(request: HttpRequest, body: dict[str, Any], partial: bool) -> dict[str, Any]:
-    allowed = {"model", "api_base", "api_key", "system_prompt", "temperature", "server_ids", "title"}
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise ApiError(f"Unknown field(s): {', '.join(unknown)}.")
+class ConversationSettings(Body):
+    """The settings of a conversation, as created (POST) or changed (PATCH, only the fields sent)."""
+
+    model: str | None = Field(default=None, max_length=200)
+    api_base: str | None = Field(default=None, max_length=500)
+    api_key: str | None = None
+    system_prompt: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    server_ids: list[StrictInt] | None = None
+    title: str | None = None
+
+    @field_validator("api_base")
+    @classmethod
+    def _http_only(cls, value: str | None) -> str | None:
+        if value and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class MessageBody(Body):
+    text: str = Field(min_length=1)
+
+
+def settings_from_body(request: HttpRequest, body: ConversationSettings, partial: bool) -> dict[str, Any]:
+    """Model fields to set from `body`; on a PATCH (partial) only the fields the caller sent."""
+    sent = body.model_fields_set
     out: dict[str, Any] = {}
-    if "model" in body or not partial:
-        model = body.get("model")
-        if not isinstance(model, str) or not model.strip():
+    if "model" in sent or not partial:
+        if not body.model:
             raise ApiError("`model` is required: a litellm model name such as openai/gpt-4o-mini or ollama/llama3.")
-        out["model"] = model.strip()
-    if body.get("api_base"):
-        base = str(body["api_base"]).strip()
-        if urlsplit(base).scheme not in ("http", "https"):
-            raise ApiError("`api_base` must be an http:// or https:// URL.")
-        out["api_base"] = base
-    elif "api_base" in body:
-        out["api_base"] = ""
-    if "api_key" in body:
-        if body["api_key"] is not None and not isinstance(body["api_key"], str):
-            raise ApiError("`api_key` must be a string.")
-        out["api_key"] = body["api_key"] or ""
-    if "system_prompt" in body:
-        out["system_prompt"] = str(body["system_prompt"] or "")
-    if "title" in body:
-        out["title"] = str(body["title"] or "")[:200]
-    if "temperature" in body and body["temperature"] is not None:
-        try:
-            temperature = float(body["temperature"])
-        except (TypeError, ValueError):
-            raise ApiError("`temperature` must be a number.")
-        if not 0 <= temperature <= 2:
-            raise ApiError("`temperature` must be between 0 and 2.")
-        out["temperature"] = temperature
-    if "server_ids" in body or not partial:
-        ids = body.get("server_ids") or []
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-            raise ApiError("`server_ids` must be a list of server ids.")
+        out["model"] = body.model
+    if "api_base" in sent:
+        out["api_base"] = body.api_base or ""
+    if "api_key" in sent:
+        out["api_key"] = body.api_key or ""
+    if "system_prompt" in sent:
+        out["system_prompt"] = body.system_prompt or ""
+    if "title" in sent:
+        out["title"] = (body.title or "")[:200]
+    if body.temperature is not None:
+        out["temperature"] = body.temperature
+    if "server_ids" in sent or not partial:
+        ids = body.server_ids or []
         servers = list(Server.objects.visible_to(request.user).filter(pk__in=ids))
         missing = sorted(set(ids) - {s.pk for s in servers})
         if missing:
@@ -67,37 +73,90 @@ def settings_from_body(request: HttpRequest, body: dict[str, Any], partial: bool
     return out
 
 
-def conversation_json(c: Conversation, detail: bool = False) -> dict[str, Any]:
-    data: dict[str, Any] = {
+PAGE_SIZE = 200
+MAX_PAGE_SIZE = 1000
+
+
+def conversation_json(c: Conversation) -> dict[str, Any]:
+    return {
         "id": c.pk, "title": c.title, "model": c.model, "api_base": c.api_base, "has_api_key": bool(c.api_key),
-        "system_prompt": c.system_prompt, "temperature": c.temperature, "status": c.status,
+        "system_prompt": c.system_prompt, "temperature": c.temperature, "status": c.status, "read_only": c.read_only,
         "server_ids": sorted(s.pk for s in c.servers.all()),
         "created_at": c.created_at.isoformat(), "updated_at": c.updated_at.isoformat(),
     }
-    if detail:
-        turn = c.turns.order_by("-created_at").first()
-        data["turn"] = (
-            {"id": turn.pk, "status": turn.status, "steps": turn.steps, "error": turn.error} if turn else None
-        )
-        data["messages"] = [agent.message_json(m) for m in c.messages.order_by("seq")]
-        calls = (
-            ToolCall.objects.filter(conversation=c)
-            .select_related("full_result", "projection", "server")
-            .order_by("queued_at")
-        )
-        data["tool_calls"] = [tool_call_json(call) for call in calls]
-    return data
+
+
+def _cursor(request: HttpRequest, name: str) -> int | None:
+    """A non-negative integer query parameter (a message seq, or the page size), if given."""
+    value = request.GET.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ApiError(f"`{name}` must be a non-negative integer.")
+    if number < 0:
+        raise ApiError(f"`{name}` must be a non-negative integer.")
+    return number
+
+
+def conversation_page(c: Conversation, request: HttpRequest) -> dict[str, Any]:
+    """The conversation with one page of messages and the summaries of their tool calls.
+
+    Why pages: a conversation with thousands of tool calls must load as fast as a short one.
+    Default: the newest PAGE_SIZE messages. `?before=<seq>`: the page of older ones.
+    `?after=<seq>`: what came after `seq` (a page catching up after a reconnect); its tool calls
+    include every call of the turns that ran since, so a call that ended meanwhile is current.
+    Tool calls are summaries (tools/events.py): the full results are at their `result_url`.
+    """
+    before, after = _cursor(request, "before"), _cursor(request, "after")
+    if before is not None and after is not None:
+        raise ApiError("Give `before` or `after`, not both.")
+    limit = _cursor(request, "limit") or PAGE_SIZE
+    limit = min(limit, MAX_PAGE_SIZE)
+    messages = c.messages.all()
+    if after is not None:
+        rows = list(messages.filter(seq__gt=after).order_by("seq")[: limit + 1])
+        has_newer, rows = len(rows) > limit, rows[:limit]
+        has_older = messages.filter(seq__lte=after).exists()
+    else:
+        older_than = messages.filter(seq__lt=before) if before is not None else messages
+        rows = list(older_than.order_by("-seq")[: limit + 1])
+        has_older, rows = len(rows) > limit, rows[:limit][::-1]
+        has_newer = before is not None and messages.filter(seq__gte=before).exists()
+
+    wanted = Q(pk__in=[m.tool_call_id for m in rows if m.tool_call_id])
+    if after is not None:
+        since = c.messages.filter(seq=after).values_list("created_at", flat=True).first()
+        if since is not None:
+            wanted |= Q(turn__status=Turn.Status.RUNNING) | Q(turn__finished_at__gte=since)
+    calls = summary_queryset(ToolCall.objects.filter(conversation=c).filter(wanted)).order_by("queued_at")
+
+    turn = c.turns.order_by("-created_at").first()
+    return {
+        **conversation_json(c),
+        "turn": {"id": turn.pk, "status": turn.status, "steps": turn.steps, "error": turn.error} if turn else None,
+        "messages": [agent.message_json(m) for m in rows],
+        "tool_calls": [tool_call_json(call) for call in calls],
+        "page": {
+            "limit": limit,
+            "first_seq": rows[0].seq if rows else None,
+            "last_seq": rows[-1].seq if rows else after,
+            "has_older": has_older,
+            "has_newer": has_newer,
+        },
+    }
 
 
 @api_view("GET", "POST")
 def conversations(request: HttpRequest) -> JsonResponse:
     if request.method == "GET":
         qs = Conversation.objects.filter(owner=request.user).prefetch_related("servers").order_by("-updated_at")
-        q = request.GET.get("q", "").strip()
+        q = request.GET.get("q", "").replace("\x00", "").strip()  # PostgreSQL refuses NUL in a query
         if q:
             qs = qs.filter(Q(title__icontains=q) | Q(messages__text__icontains=q)).distinct()
         return JsonResponse({"conversations": [conversation_json(c) for c in qs[:200]]})
-    fields = settings_from_body(request, json_body(request), partial=False)
+    fields = settings_from_body(request, parse_body(request, ConversationSettings), partial=False)
     servers = fields.pop("servers")
     conversation = Conversation.objects.create(owner=request.user, **fields)
     conversation.servers.set(servers)
@@ -111,7 +170,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> JsonResponse:
         conversation.delete()
         return JsonResponse({}, status=204)
     if request.method == "PATCH":
-        fields = settings_from_body(request, json_body(request), partial=True)
+        fields = settings_from_body(request, parse_body(request, ConversationSettings), partial=True)
         servers = fields.pop("servers", None)
         for key, value in fields.items():
             setattr(conversation, key, value)
@@ -119,21 +178,21 @@ def conversation_detail(request: HttpRequest, pk: int) -> JsonResponse:
         if servers is not None:
             conversation.servers.set(servers)
     active = conversation.active_turn()
-    if active and agent.close_if_stale(active):
+    if active and tasks.check_turn(active):
         conversation.refresh_from_db()  # a page opened after a worker died must not show "thinking…" forever
-    return JsonResponse(conversation_json(conversation, detail=True))
+    return JsonResponse(conversation_page(conversation, request))
 
 
 @api_view("POST")
 def post_message(request: HttpRequest, pk: int) -> JsonResponse:
     conversation = owned(request, pk)
-    text = json_body(request).get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError("`text` must be a non-empty string.")
+    if conversation.read_only:
+        raise ApiError("This conversation was imported and is read-only: replay it instead.", status=409)
+    text = parse_body(request, MessageBody).text
     active = conversation.active_turn()
-    if active and not agent.close_if_stale(active):
+    if active and not tasks.check_turn(active):
         raise ApiError("A turn is already running in this conversation; wait for it or stop it.", status=409)
-    turn = agent.start_turn(conversation, text)
+    turn = tasks.begin_turn(conversation, text)
     return JsonResponse({"turn_id": turn.pk}, status=202)
 
 
@@ -160,3 +219,110 @@ def turn_detail(request: HttpRequest, pk: int) -> JsonResponse:
                          "conversation_id": turn.conversation_id})
 
 
+
+# --- replays, export and import (chat/replay.py, chat/live.py, chat/archive.py, chat/player.py) ------
+
+def replay_run_of(request: HttpRequest, pk: int) -> ReplayRun:
+    """A run of a conversation the user owns; anyone else's is a 404."""
+    return get_object_or_404(ReplayRun.objects.select_related("created_by"), pk=pk, conversation__owner=request.user)
+
+
+class RecordedReplayBody(Body):
+    """Re-run the recorded tool calls against today's servers (chat/replay.py checks the values)."""
+
+    kind: str = "recorded"
+    ignore_paths: Any = None  # JSON paths to leave out of the diff (validated by chat/jsondiff.py)
+    servers: Any = None  # {recorded server name: server id} overrides
+
+
+class LiveReplayBody(Body):
+    """Replay the user messages with a model as a new conversation (chat/live.py checks the values)."""
+
+    kind: str = "live"
+    model: Any = None
+    api_base: str | None = None
+    api_key: str | None = None
+    server_ids: Any = None
+    ignore_paths: Any = None
+
+
+@api_view("GET", "POST")
+def replays(request: HttpRequest, pk: int) -> JsonResponse:
+    """List a conversation's runs, or start one: `{"kind": "recorded", "ignore_paths", "servers": {name: id}}`
+    or `{"kind": "live", "model", "api_base"?, "api_key"?, "server_ids"?, "ignore_paths"?}`."""
+    from chat import live, replay
+
+    conversation = owned(request, pk)
+    if request.method == "GET":
+        runs = conversation.replay_runs.select_related("created_by").order_by("-created_at")[:200]
+        return JsonResponse({"replays": [replay.run_json(r, items=False) for r in runs]})
+    kind = json_body(request).get("kind", "recorded")
+    if kind not in ("recorded", "live"):
+        raise ApiError("`kind` must be \"recorded\" or \"live\".")
+    try:
+        if kind == "recorded":
+            body = parse_body(request, RecordedReplayBody)
+            run = replay.start_run(conversation, request.user, ignore_paths=body.ignore_paths, servers=body.servers)
+        else:
+            live_body = parse_body(request, LiveReplayBody)
+            run = live.start_live(conversation, request.user, model=live_body.model, api_base=live_body.api_base or "",
+                                  api_key=live_body.api_key or "", server_ids=live_body.server_ids,
+                                  ignore_paths=live_body.ignore_paths)
+    except replay.ReplayError as exc:
+        raise ApiError(str(exc), status=exc.status)
+    return JsonResponse(replay.run_json(run), status=202)
+
+
+@api_view("GET", "DELETE")
+def replay_detail(request: HttpRequest, pk: int) -> JsonResponse:
+    from chat import replay
+
+    run = replay_run_of(request, pk)
+    if request.method == "DELETE":
+        run.delete()
+        return JsonResponse({}, status=204)
+    if replay.resume_if_stalled(run):
+        run.refresh_from_db()
+    return JsonResponse(replay.run_json(run))
+
+
+@api_view("GET")
+def export(request: HttpRequest, pk: int) -> JsonResponse:
+    """The conversation as one versioned JSON file (no secrets), for import elsewhere."""
+    from chat import archive
+
+    conversation = owned(request, pk)
+    response = JsonResponse(archive.export_conversation(conversation), json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="{archive.export_filename(conversation)}"'
+    return response
+
+
+@api_view("POST")
+def import_conversation(request: HttpRequest) -> JsonResponse:
+    """The body is an export file; the answer is the new read-only conversation (201)."""
+    from django.conf import settings
+
+    from chat import archive
+
+    data = request.read(settings.REPLAY_IMPORT_MAX_BYTES + 1)
+    try:
+        conversation = archive.import_conversation(data, request.user)
+    except archive.ArchiveError as exc:
+        raise ApiError(str(exc))
+    return JsonResponse({**conversation_json(conversation), "player_url": f"/chat/{conversation.pk}/replay/"}, status=201)
+
+
+@api_view("GET")
+def player(request: HttpRequest, pk: int) -> JsonResponse:
+    """Everything the replay player shows, turn by turn; full results stay at their `result_url`."""
+    from chat import player as player_data
+
+    return JsonResponse(player_data.player_json(owned(request, pk)))
+
+
+@api_view("GET")
+def player_view(request: HttpRequest, pk: int, call_id) -> JsonResponse:
+    """An App view for the player: the stored one (an imported file's) or the server's cached view."""
+    from chat import player as player_data
+
+    return JsonResponse(player_data.view_json(owned(request, pk), call_id))

@@ -11,16 +11,17 @@ from channels.db import database_sync_to_async
 
 from chat.models import Conversation
 from inspector.consumers import GroupRelayConsumer
+from tools import events
 
 
 class ConversationConsumer(GroupRelayConsumer):
     async def groups_for_user(self, user):
         pk = self.scope["url_route"]["kwargs"]["pk"]
         exists = await database_sync_to_async(lambda: Conversation.objects.filter(pk=pk, owner=user).exists())()
-        return [f"conversation.{pk}"] if exists else None
+        return [events.conversation_group(pk)] if exists else None
 
     async def on_accepted(self, user):
-        from chat.agent import streamed_so_far
+        from chat.llm import streamed_so_far
 
         pk = self.scope["url_route"]["kwargs"]["pk"]
 
@@ -28,7 +29,7 @@ class ConversationConsumer(GroupRelayConsumer):
             conversation = Conversation.objects.get(pk=pk)
             turn = conversation.active_turn()
             return {
-                "type": "stream.snapshot",
+                "type": events.STREAM_SNAPSHOT,
                 "status": conversation.status,
                 "turn_id": turn.pk if turn else None,
                 "text": streamed_so_far(turn.pk) if turn else "",

@@ -23,6 +23,10 @@ class Conversation(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     servers = models.ManyToManyField("tools.Server", blank=True, related_name="conversations")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.IDLE)
+    # An imported conversation is evidence from elsewhere: shown by the player and re-run, never continued.
+    read_only = models.BooleanField(default=False)
+    # For an imported one: the file's header, its servers (names, tool definitions, views), no secrets.
+    imported = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -35,7 +39,9 @@ class Conversation(models.Model):
     @property
     def group_name(self) -> str:
         """The Channels group that receives this conversation's live events."""
-        return f"conversation.{self.pk}"
+        from tools.events import conversation_group
+
+        return conversation_group(self.pk)
 
     def append_message(self, **fields) -> "Message":
         """Add a message with the next sequence number (serialised per conversation)."""
@@ -133,3 +139,74 @@ class ProviderKey(models.Model):
     def masked(self) -> str:
         key = self.api_key or ""
         return f"••••{key[-4:]}" if len(key) >= 12 else "••••"
+
+
+class ReplayRun(models.Model):
+    """One replay of a conversation: its recorded tool calls run again ("recorded"), or its user
+    messages sent again to a model as a new conversation ("live"), compared with the original."""
+
+    class Kind(models.TextChoices):
+        RECORDED = "recorded"
+        LIVE = "live"
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    class Verdict(models.TextChoices):
+        SAME = "same"
+        DIFFERENT = "different"
+        ERROR = "error"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="replay_runs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="replay_runs")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.RECORDED)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING, db_index=True)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices, blank=True)
+    ignore_paths = models.JSONField(default=list, blank=True, help_text="Volatile JSON paths left out of the diffs.")
+    server_map = models.JSONField(default=dict, blank=True, help_text="Recorded server name -> the server id it ran on.")
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    # Live runs: the new conversation the user messages were sent to, and the comparison.
+    live_conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="live_replay_of"
+    )
+    comparison = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Replay {self.pk} of “{self.conversation}” ({self.kind}, {self.status})"
+
+
+class ReplayItem(models.Model):
+    """One recorded tool call of a run, the call that re-ran it, and the differences."""
+
+    class Verdict(models.TextChoices):
+        PENDING = "pending"
+        SAME = "same"
+        DIFFERENT = "different"
+        ERROR = "error"
+
+    run = models.ForeignKey(ReplayRun, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    original = models.ForeignKey("tools.ToolCall", null=True, on_delete=models.SET_NULL, related_name="replay_items")
+    server_name = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    call = models.ForeignKey("tools.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    verdict = models.CharField(max_length=10, choices=Verdict.choices, default=Verdict.PENDING)
+    error = models.TextField(blank=True)
+    before = models.JSONField(default=dict, blank=True, help_text="status, duration, sizes and tokens of the original.")
+    after = models.JSONField(default=dict, blank=True)
+    full_diff = models.JSONField(null=True, blank=True)
+    projection_diff = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [models.UniqueConstraint(fields=["run", "position"], name="unique_replay_item_position")]

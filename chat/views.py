@@ -8,9 +8,10 @@ from django.contrib import messages
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat.models import Conversation, ProviderKey
+from tools import url_secrets
 from tools.models import Server
 
 
@@ -38,14 +39,16 @@ class ConversationForm(forms.ModelForm):
         return t
 
 
+@require_GET
 def conversation_list(request: HttpRequest) -> HttpResponse:
     qs = Conversation.objects.filter(owner=request.user).order_by("-updated_at")
-    q = request.GET.get("q", "").strip()
+    q = request.GET.get("q", "").replace("\x00", "").strip()  # PostgreSQL refuses NUL in a query
     if q:
         qs = qs.filter(Q(title__icontains=q) | Q(messages__text__icontains=q)).distinct()
     return render(request, "chat/list.html", {"conversations": qs[:200], "q": q})
 
 
+@require_http_methods(["GET", "POST"])
 def conversation_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ConversationForm(request.POST, user=request.user)
@@ -62,8 +65,11 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
     return render(request, "chat/new.html", {"form": form})
 
 
+@require_GET
 def chat_view(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = get_object_or_404(Conversation.objects.prefetch_related("servers"), pk=pk, owner=request.user)
+    if conversation.read_only:
+        return redirect("chat_player", pk=pk)  # an imported conversation is only replayed, never continued
     return render(
         request,
         "chat/chat.html",
@@ -93,6 +99,7 @@ def conversation_delete(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("chat_list")
 
 
+@require_http_methods(["GET", "POST"])
 def provider_keys(request: HttpRequest) -> HttpResponse:
     """Saved provider keys: write-only. The page shows which providers have a key, masked."""
     if request.method == "POST":
@@ -109,3 +116,109 @@ def provider_keys(request: HttpRequest) -> HttpResponse:
         return redirect("provider_keys")
     keys = ProviderKey.objects.filter(user=request.user).order_by("provider")
     return render(request, "chat/keys.html", {"keys": keys})
+
+
+# --- replay: the player, runs and their diffs, import ------------------------------------------------
+
+@require_GET
+def player(request: HttpRequest, pk: int) -> HttpResponse:
+    """The read-only replay player (static/js/replay-player.js reads /api/conversations/{id}/player/)."""
+    conversation = get_object_or_404(Conversation, pk=pk, owner=request.user)
+    return render(request, "chat/player.html", {
+        "conversation": conversation,
+        "page_data": {"conversationId": conversation.pk, "sandboxOrigin": settings.SANDBOX_ORIGIN,
+                      "sandboxUrl": f"{settings.SANDBOX_ORIGIN}/sandbox/proxy/"},
+    })
+
+
+def _recorded_server_names(conversation: Conversation) -> list[str]:
+    from chat.replay import recorded_calls
+
+    names: list[str] = []
+    for name in recorded_calls(conversation).values_list("server_name", flat=True):
+        if name not in names:
+            names.append(name)
+    return names
+
+
+@require_http_methods(["GET", "POST"])
+def replays(request: HttpRequest, pk: int) -> HttpResponse:
+    """A conversation's replay runs, and the forms that start one."""
+    from chat import live, replay
+
+    conversation = get_object_or_404(Conversation, pk=pk, owner=request.user)
+    names = _recorded_server_names(conversation)
+    servers = Server.objects.visible_to(request.user).filter(enabled=True).order_by("name")
+    if request.method == "POST":
+        ignore = [line.strip() for line in request.POST.get("ignore_paths", "").splitlines() if line.strip()]
+        try:
+            if request.POST.get("kind") == "live":
+                ids = [int(i) for i in request.POST.getlist("server_ids") if i.isdigit()]
+                run = live.start_live(conversation, request.user, model=request.POST.get("model", "").strip(),
+                                      api_base=request.POST.get("api_base", "").strip(),
+                                      api_key=request.POST.get("api_key", "").strip(), server_ids=ids, ignore_paths=ignore)
+            else:
+                mapping = {}
+                for index, name in enumerate(names):
+                    value = request.POST.get(f"server_{index}", "")
+                    if value.isdigit():
+                        mapping[name] = int(value)
+                run = replay.start_run(conversation, request.user, ignore_paths=ignore, servers=mapping)
+        except replay.ReplayError as exc:
+            messages.error(request, str(exc))
+            return redirect("chat_replays", pk=pk)
+        return redirect("chat_replay_run", pk=run.pk)
+    recorded = replay.recorded_calls(conversation)
+    current = {}
+    for call in recorded.select_related("server"):
+        current.setdefault(call.server_name, call.server_id)
+    try:
+        default_map = replay.resolve_servers(request.user, names, current, {})
+    except replay.ReplayError:
+        default_map = {}
+    mapping_rows = [{"index": i, "name": name, "selected": default_map.get(name)} for i, name in enumerate(names)]
+    runs = conversation.replay_runs.select_related("created_by").order_by("-created_at")[:100]
+    last_ignore = next((r.ignore_paths for r in runs if r.ignore_paths), [])
+    return render(request, "chat/replays.html", {
+        "conversation": conversation, "runs": runs, "servers": servers, "mapping_rows": mapping_rows,
+        "call_count": recorded.count(), "user_message_count": len(live.user_messages(conversation)),
+        "ignore_text": "\n".join(last_ignore),
+        # Never a secret in the page: an API base with a password or token in it is left for the user to type.
+        "live_api_base": conversation.api_base if conversation.api_base and url_secrets.mask(conversation.api_base) == conversation.api_base else "",
+    })
+
+
+@require_GET
+def replay_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """One run: the verdict, and per call the diff of the full result and of the projection."""
+    from chat import replay
+    from chat.models import ReplayRun
+
+    run = get_object_or_404(ReplayRun.objects.select_related("conversation", "live_conversation", "created_by"),
+                            pk=pk, conversation__owner=request.user)
+    if replay.resume_if_stalled(run):
+        run.refresh_from_db()
+    items = list(run.items.order_by("position"))
+    took = (run.finished_at - run.created_at).total_seconds() if run.finished_at else None
+    return render(request, "chat/replay_run.html", {
+        "run": run, "conversation": run.conversation, "items": items, "took": took,
+        "page_data": {"runId": run.pk, "status": run.status},
+    })
+
+
+@require_POST
+def conversation_import(request: HttpRequest) -> HttpResponse:
+    """Import an export file as a read-only conversation and open it in the player."""
+    from chat import archive
+
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a conversation export file (.json) to import.")
+        return redirect("chat_list")
+    try:
+        conversation = archive.import_conversation(upload.read(settings.REPLAY_IMPORT_MAX_BYTES + 1), request.user)
+    except archive.ArchiveError as exc:
+        messages.error(request, f"Nothing was imported: {exc}")
+        return redirect("chat_list")
+    messages.success(request, f"Imported “{conversation}” (read-only).")
+    return redirect("chat_player", pk=conversation.pk)

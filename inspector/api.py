@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.forms import ValidationError as FormValidationError
 from django.http import Http404, HttpRequest, JsonResponse
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as BodyError
 
 
 class ApiError(Exception):
@@ -19,15 +22,87 @@ class ApiError(Exception):
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
-    if not request.body:
+    """The request's JSON object; anything else (too big, not JSON, not storable) is a 4xx ApiError."""
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE / (1024 * 1024)
+        raise ApiError(f"The request body is larger than the {limit:g} MB this API accepts.", status=413) from None
+    if not raw:
         return {}
     try:
-        body = json.loads(request.body)
+        body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(f"The request body is not valid JSON: {exc}.")
+        raise ApiError(f"The request body is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise ApiError("The request body is not valid JSON: it is nested too deeply.") from None
     if not isinstance(body, dict):
         raise ApiError("The request body must be a JSON object.")
+    unstorable = _unstorable_text(body)
+    if unstorable:
+        raise ApiError(unstorable)
     return body
+
+
+def _unstorable_text(value: Any) -> str:
+    """Why a string in `value` cannot be stored (a NUL, which PostgreSQL refuses in text and JSON,
+    or a lone surrogate, which is not UTF-8), or "" when every string can."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "The request body contains a NUL character (\\u0000), which cannot be stored; remove it."
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "The request body contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid Unicode text."
+    return ""
+
+
+class Body(BaseModel):
+    """A JSON request body: declared fields only (an unknown field is a typo the caller must hear of)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class LenientBody(BaseModel):
+    """A body sent by code we do not control (an App view): extra protocol fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+B = TypeVar("B", bound=BaseModel)
+
+
+def parse_body(request: HttpRequest, model: type[B]) -> B:
+    """The request's JSON object validated as `model`; any problem is a 400 `{"error": ...}` naming the fields."""
+    try:
+        return model.model_validate(json_body(request))
+    except BodyError as exc:
+        raise ApiError(describe_body_error(exc)) from None
+
+
+def describe_body_error(exc: BodyError) -> str:
+    """One sentence per problem, fields in backticks, unknown fields listed together."""
+    unknown, problems = [], []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "body"
+        if error["type"] == "extra_forbidden":
+            unknown.append(where)
+        elif error["type"] == "missing":
+            problems.append(f"`{where}` is required.")
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(f"`{where}`: {message[0].lower() + message[1:]}.")
+    if unknown:
+        problems.insert(0, f"Unknown field(s): {', '.join(unknown)}.")
+    return " ".join(problems)
 
 
 def api_view(*methods: str) -> Callable:

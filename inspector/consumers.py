@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+# The channel layer (Redis) cannot be reached. Below 4400 on purpose: static/js/http.js
+# reconnects after codes under 4400 and gives up on refusals (4401, 4404).
+CLOSE_UNAVAILABLE = 4000
+
+log = logging.getLogger(__name__)
+JOIN_ATTEMPTS = 3
 
 
 class GroupRelayConsumer(AsyncJsonWebsocketConsumer):
@@ -21,14 +31,31 @@ class GroupRelayConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.joined = groups
-        for group in groups:
-            await self.channel_layer.group_add(group, self.channel_name)
+        if not await self._join(groups):
+            await self.close(code=CLOSE_UNAVAILABLE)
+            return
         await self.accept()
         await self.on_accepted(user)
 
+    async def _join(self, groups: list[str]) -> bool:
+        """Join the groups, trying again on a Redis connection error: after Redis restarts, the
+        layer's pooled connections are dead and the first command on each fails."""
+        for attempt in range(JOIN_ATTEMPTS):
+            try:
+                for group in groups:
+                    await self.channel_layer.group_add(group, self.channel_name)
+                return True
+            except (RedisError, OSError) as exc:
+                log.warning("joining %s failed (%s), attempt %d of %d", groups, exc, attempt + 1, JOIN_ATTEMPTS)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        return False
+
     async def disconnect(self, code) -> None:
         for group in getattr(self, "joined", []):
-            await self.channel_layer.group_discard(group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except (RedisError, OSError) as exc:  # the membership expires by itself (channel layer `expiry`)
+                log.warning("leaving %s failed: %s", group, exc)
 
     async def groups_for_user(self, user) -> list[str] | None:
         raise NotImplementedError

@@ -26,6 +26,24 @@ class SandboxHostMiddleware:
         return self.get_response(request)
 
 
+class ContentSecurityPolicyMiddleware:
+    """A strict Content-Security-Policy on every response of the app's origin (pages, API, admin).
+
+    Responses on the sandbox origin are left alone: the sandbox proxy sends its own policy.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from inspector.csp import app_policy
+
+        response = self.get_response(request)
+        if not getattr(request, "on_sandbox_origin", False):
+            response["Content-Security-Policy"] = app_policy(request)
+        return response
+
+
 class TokenAuthMiddleware:
     """`Authorization: Token <key>` authenticates API requests for scripts and CI."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -78,6 +79,8 @@ ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,l
 PUBLIC_URL = os.environ.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 SANDBOX_ORIGIN = os.environ.get("SANDBOX_ORIGIN", "http://localhost:8001").rstrip("/")
 CSRF_TRUSTED_ORIGINS = [PUBLIC_URL]
+# Extra image sources for the app's Content-Security-Policy (images: the app and data: only).
+CSP_IMG_SRC = os.environ.get("CSP_IMG_SRC", "").replace(",", " ").split()
 
 INSTALLED_APPS = [
     "daphne",
@@ -94,6 +97,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "inspector.middleware.ContentSecurityPolicyMiddleware",
     "inspector.middleware.SandboxHostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -126,23 +130,63 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
-if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "inspector.sqlite3",
-            # A file, not :memory:, so a Celery worker in another process sees the test database.
-            "TEST": {"NAME": DATA_DIR / "test-inspector.sqlite3"},
+# Connections each process may hold in its PostgreSQL pool (web and every worker process).
+DB_POOL_MIN = _env_int("DB_POOL_MIN", 1)
+DB_POOL_MAX = _env_int("DB_POOL_MAX", 12)
+
+
+def _process_role() -> str:
+    """daphne, celery, pytest, manage.py…: the program this process runs."""
+    program = Path(sys.argv[0] if sys.argv and sys.argv[0] else "python")
+    return program.parent.name if program.name == "__main__.py" else program.name
+
+
+def _database(url: str) -> dict:
+    """One database setting, with the options the app needs whichever way it is configured.
+
+    SQLite always gets WAL, IMMEDIATE transactions and a busy timeout (without them a worker
+    and the web process fail with "database is locked" under ordinary use), however the file
+    was named. PostgreSQL gets psycopg 3's connection pool: a bounded number of connections
+    per process, reused across requests and Celery tasks, each checked before it is handed out.
+    """
+    if url:
+        db = dj_database_url.parse(url)
+    else:
+        db = {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "inspector.sqlite3"}
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        name = Path(db["NAME"]) if db.get("NAME") not in (None, "", ":memory:") else DATA_DIR / "inspector.sqlite3"
+        db["NAME"] = name
+        # A file, not :memory:, so a Celery worker in another process sees the test database.
+        db.setdefault("TEST", {})["NAME"] = name.with_name(f"test-{name.name}")
+        db["OPTIONS"] = {
+            **db.get("OPTIONS", {}),
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
             # WAL lets the web process read while a worker writes.
-            "OPTIONS": {
-                "timeout": 20,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
-    }
+        db["CONN_MAX_AGE"] = 0
+    elif db["ENGINE"] == "django.db.backends.postgresql":
+        db["OPTIONS"] = {
+            **db.get("OPTIONS", {}),
+            "pool": {
+                "min_size": DB_POOL_MIN,
+                "max_size": max(DB_POOL_MAX, DB_POOL_MIN),
+                "timeout": 20,  # waiting for a free connection longer than this is an error, not a hang
+                "max_idle": 300,
+            },
+            # Shows which process holds which connection in pg_stat_activity.
+            "application_name": f"mcp-inspector:{_process_role()}:{os.getpid()}"[:63],
+        }
+        # Django returns a pooled connection at the end of each request or task; persistent
+        # connections on top of a pool are refused by Django. Health checks make the pool
+        # check a connection before handing it out (a restarted PostgreSQL costs no request).
+        db["CONN_MAX_AGE"] = 0
+        db["CONN_HEALTH_CHECKS"] = True
+    return db
+
+
+DATABASES = {"default": _database(DATABASE_URL)}
 if os.environ.get("INSPECTOR_DB_NAME"):
     # Used by the test suite to point a worker subprocess at the test database.
     DATABASES["default"]["NAME"] = os.environ["INSPECTOR_DB_NAME"]
@@ -216,14 +260,46 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- MCP --------------------------------------------------------------------------------
 MCP_CONNECT_TIMEOUT = _env_float("MCP_CONNECT_TIMEOUT", 15.0)
+# The default call timeout (a server's own default and a per-call override replace it), and the
+# hard maximum no call outlives: no override above it, and no progress notification extends past it.
 MCP_CALL_TIMEOUT = _env_float("MCP_CALL_TIMEOUT", 60.0)
+MCP_MAX_CALL_TIMEOUT = _env_float("MCP_MAX_CALL_TIMEOUT", 3600.0)
 MCP_IDLE_TIMEOUT = _env_float("MCP_IDLE_TIMEOUT", 300.0)
+# The sweep (tools/sweep.py) that ends every call: how often it runs in a worker, when a queued
+# call's task is sent again, and how long a call may wait for a worker before it fails.
+SWEEP_INTERVAL = _env_float("SWEEP_INTERVAL", 15.0)
+CALL_RESEND_AFTER = _env_float("CALL_RESEND_AFTER", 30.0)
+CALL_QUEUE_DEADLINE = _env_float("CALL_QUEUE_DEADLINE", 300.0)
+# A running call's lease (its deadline_at) is connect + its timeout + this margin, pushed on by
+# progress; past it the sweep acts.
+CALL_LEASE_MARGIN = _env_float("CALL_LEASE_MARGIN", 30.0)
+# A message of a call still running must not be handed to another worker by the broker.
+CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = max(
+    3600, int(MCP_CONNECT_TIMEOUT + MCP_MAX_CALL_TIMEOUT + CALL_LEASE_MARGIN)
+)
 # The web process waits this long for a worker to answer an inspector request.
 MCP_WEB_WAIT = _env_float("MCP_WEB_WAIT", MCP_CONNECT_TIMEOUT + MCP_CALL_TIMEOUT + 5)
+# Suggestions under a prompt argument or a template variable: asked while the user types.
+COMPLETION_TIMEOUT = _env_float("COMPLETION_TIMEOUT", 5)
+
+# A server's sampling/createMessage carrying more text than this is refused with a clear
+# message (tools/server_requests.py): it would not fit a model, nor a page.
+SAMPLING_MAX_CHARS = _env_int("SAMPLING_MAX_CHARS", 100_000)
+
+# A JSON-RPC frame larger than this is logged as a preview (its size kept): the full tool
+# result is stored once, with its tool call.
+RPC_FRAME_MAX_BYTES = _env_int("RPC_FRAME_MAX_BYTES", 64 * 1024)
 
 # --- Projection and chat ----------------------------------------------------------------
 PROJECTION_TOKEN_CAP = _env_int("PROJECTION_TOKEN_CAP", 8000)
+# Tokens are counted with litellm's tokenizer for the conversation's model; calls outside a
+# conversation (manual, widget, replay) are counted as this model's (tools/tokens.py).
+TOKEN_COUNT_MODEL = os.environ.get("TOKEN_COUNT_MODEL", "").strip() or "gpt-4o-mini"
 CHAT_MAX_STEPS = _env_int("CHAT_MAX_STEPS", 10)
+# The largest conversation export file an import accepts (chat/archive.py).
+REPLAY_IMPORT_MAX_BYTES = _env_int("REPLAY_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+# A live replay (chat/live.py) gives up on a turn that has not ended after this long.
+REPLAY_LIVE_TURN_TIMEOUT = _env_float("REPLAY_LIVE_TURN_TIMEOUT", 600.0)
 LLM_TIMEOUT = _env_float("LLM_TIMEOUT", 120.0)
 
 # litellm must never phone home for its cost map: the machine may be offline.
@@ -238,6 +314,8 @@ LOGGING = {
     "loggers": {
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # The mcp SDK's HTTP client logs every request URL at INFO: a server URL may carry a token.
+        "httpx2": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
     },
 }

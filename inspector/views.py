@@ -26,6 +26,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=200 if healthy else 503)
 
 
+@require_GET
 def home(request: HttpRequest) -> HttpResponse:
     from chat.models import Conversation
     from tools.models import Server, ToolCall
@@ -42,6 +43,7 @@ def home(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_GET
 def tokens(request: HttpRequest) -> HttpResponse:
     new_key = request.session.pop("new_api_key", None)
     return render(request, "account/tokens.html", {"tokens": request.user.api_tokens.all(), "new_key": new_key})

@@ -580,6 +580,7 @@ CLIENT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.worker
 def test_other_process_client_reaches_server_without_outside_network(fake_llm, tmp_path):
     """A separate process (like a Celery worker) using litellm against the in-pytest server.
 

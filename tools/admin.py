@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
-from django.utils.html import format_html_join
+from django.urls import reverse
+from django.utils.formats import date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.timezone import localtime
 
 from inspector.admin import ReadOnlyAdmin
-from tools.models import Projection, RpcFrame, Server, Tool, ToolCall, ToolResult, UiResource
+from tools.models import (
+    Projection, RpcFrame, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult, UiResource,
+)
 
 
 def _pretty(value) -> str:
@@ -22,8 +27,9 @@ class ServerAdmin(admin.ModelAdmin):
     list_filter = ("transport", "shared", "enabled", "projection_policy")
     search_fields = ("name", "url", "command")
     list_select_related = ("owner",)
-    # Secrets are edited on the server pages, where they stay masked; never shown here.
-    exclude = ("env", "headers")
+    # Secrets are edited on the server pages, where they stay masked; never shown here. The URL
+    # shows masked; saving it with the mask keeps the stored secrets (Server.save()).
+    exclude = ("env", "headers", "url_secrets")
     readonly_fields = ("server_info", "protocol_version", "capabilities", "instructions", "last_connected_at", "last_error")
 
 
@@ -82,8 +88,8 @@ class TokensSavedFilter(admin.SimpleListFilter):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ("tool_name", "server_label", "origin", "status", "is_app", "duration", "full_tokens", "projection_tokens",
-                    "tokens_saved", "queued_at")
+    # Few, narrow columns: the list must fit a laptop screen next to the filter column.
+    list_display = ("tool_name", "server_label", "origin", "status", "app", "duration", "tokens", "queued")
     list_filter = ("status", "origin", "is_app", "server", ("tool_name", admin.AllValuesFieldListFilter),
                    ("projection__policy", admin.AllValuesFieldListFilter), DurationFilter, TokensSavedFilter)
     search_fields = ("tool_name", "arguments", "llm_tool_call_id")
@@ -98,20 +104,23 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Replay the selected tool calls (same server, tool and arguments)")
     def replay(self, request, queryset):
-        from tools.api import start_tool_call
+        from tools.calls import start_tool_call
 
         if not request.user.is_superuser:
             self.message_user(request, "Only superusers can replay tool calls from the admin.", level="error")
             return
-        count = 0
+        replays = []
         for call in queryset.select_related("server"):
             if call.server is None:
                 self.message_user(request, f"Not replayed: the server “{call.server_name}” of {call.tool_name} was deleted.", level="warning")
                 continue
-            start_tool_call(server=call.server, tool_name=call.tool_name, arguments=call.arguments,
-                            origin=ToolCall.Origin.REPLAY, user=request.user, replay_of=call)
-            count += 1
-        self.message_user(request, f"Queued {count} replay(s); they appear in this list with origin “replay”.")
+            replays.append(start_tool_call(server=call.server, tool_name=call.tool_name, arguments=call.arguments,
+                                           origin=ToolCall.Origin.REPLAY, user=request.user, replay_of=call))
+        if replays:
+            # A link per new call: the replay is a new row, easy to miss in a long list.
+            links = format_html_join(", ", '<a href="{}">{}</a>', (
+                (reverse("admin:tools_toolcall_change", args=[r.pk]), f"{r.tool_name} ({str(r.pk)[:8]})") for r in replays))
+            self.message_user(request, format_html("Queued {} replay(s): {}.", len(replays), links))
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
@@ -136,20 +145,21 @@ class ToolCallAdmin(ReadOnlyAdmin):
         except Projection.DoesNotExist:
             return None
 
-    @admin.display(description="full tokens", ordering="full_result__tokens")
-    def full_tokens(self, obj):
-        full = self._full(obj)
-        return full.tokens if full else "—"
+    @admin.display(description="app", boolean=True, ordering="is_app")
+    def app(self, obj: ToolCall) -> bool:
+        return obj.is_app
 
-    @admin.display(description="model tokens", ordering="projection__tokens")
-    def projection_tokens(self, obj):
-        proj = self._proj(obj)
-        return proj.tokens if proj else "—"
-
-    @admin.display(description="tokens saved")
-    def tokens_saved(self, obj):
+    @admin.display(description="tokens: full → model (saved)", ordering="full_result__tokens")
+    def tokens(self, obj: ToolCall) -> str:
         full, proj = self._full(obj), self._proj(obj)
-        return max(full.tokens - proj.tokens, 0) if full and proj else "—"
+        if not full and not proj:
+            return "—"
+        saved = f" ({max(full.tokens - proj.tokens, 0)})" if full and proj else ""
+        return f"{full.tokens if full else '—'} → {proj.tokens if proj else '—'}{saved}"
+
+    @admin.display(description="queued", ordering="queued_at")
+    def queued(self, obj: ToolCall) -> str:
+        return date_format(localtime(obj.queued_at), "Y-m-d H:i:s")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         obj = self.get_object(request, object_id)
@@ -187,3 +197,20 @@ class UiResourceAdmin(ReadOnlyAdmin):
     list_select_related = ("server",)
 
 
+
+
+@admin.register(ServerRequest)
+class ServerRequestAdmin(ReadOnlyAdmin):
+    """What servers asked during calls (elicitation, sampling, roots) and what went back."""
+
+    list_display = ("created_at", "server", "kind", "mode", "status", "action", "tool_call", "answered_at")
+    list_filter = ("kind", "status", "protocol")
+    list_select_related = ("server", "tool_call")
+    date_hierarchy = "created_at"
+
+
+@admin.register(ServerLogMessage)
+class ServerLogMessageAdmin(ReadOnlyAdmin):
+    list_display = ("at", "server", "level", "logger", "tool_call")
+    list_filter = ("level", "server")
+    list_select_related = ("server", "tool_call")

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
-from django.db import transaction
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from pydantic import Field, field_validator, model_validator
 
-from inspector.api import ApiError, api_view, json_body
-from tools import config_file
+from inspector.api import ApiError, Body, api_view, json_body, parse_body
+from tools import config_file, deadlines
+from tools.calls import start_tool_call
+from tools.events import tool_call_json
 from tools.forms import ServerForm, form_data_from_json, masked
-from tools.models import Server, Tool, ToolCall, embedded_ui_resource
+from tools.models import Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult
 
 
 def server_json(server: Server) -> dict[str, Any]:
@@ -27,12 +32,15 @@ def server_json(server: Server) -> dict[str, Any]:
         "args": server.args,
         "env": masked(server.env),
         "cwd": server.cwd,
-        "url": server.url,
+        "url": server.masked_url,
         "headers": masked(server.headers),
         "owner": server.owner.get_username(),
         "shared": server.shared,
         "enabled": server.enabled,
         "projection_policy": server.projection_policy,
+        "roots": server.roots,
+        "log_level": server.log_level,
+        "call_timeout": server.call_timeout,
         "server_info": server.server_info,
         "protocol_version": server.protocol_version,
         "capabilities": server.capabilities,
@@ -58,10 +66,10 @@ def visible_server(request: HttpRequest, pk: int) -> Server:
     return get_object_or_404(Server.objects.visible_to(request.user).select_related("owner"), pk=pk)
 
 
-def editable_server(request: HttpRequest, pk: int) -> Server:
+def editable_server(request: HttpRequest, pk: int, doing: str = "edit") -> Server:
+    """A server the user may change (Server.check_editable_by): 404 if unseen, 403 if not theirs or stdio for non-staff."""
     server = visible_server(request, pk)
-    if server.owner_id != request.user.pk and not request.user.is_superuser:
-        raise PermissionDenied("Only the owner of this server can change it.")
+    server.check_editable_by(request.user, doing)
     return server
 
 
@@ -76,13 +84,14 @@ def save_server(request: HttpRequest, data: dict, instance: Server | None) -> Se
     return server
 
 
-def wait_for_worker(async_result, what: str) -> dict[str, Any]:
+def wait_for_worker(async_result, what: str, timeout: float | None = None) -> dict[str, Any]:
     """Wait for a worker's answer to an inspector request, with a clear error when none comes."""
+    timeout = timeout or settings.MCP_WEB_WAIT
     try:
-        return async_result.get(timeout=settings.MCP_WEB_WAIT, disable_sync_subtasks=False)
+        return async_result.get(timeout=timeout, disable_sync_subtasks=False)
     except CeleryTimeout:
         async_result.revoke()
-        raise ApiError(f"No worker answered {what} within {settings.MCP_WEB_WAIT:g} s. Is a Celery worker running?", status=504)
+        raise ApiError(f"No worker answered {what} within {timeout:g} s. Is a Celery worker running?", status=504)
 
 
 @api_view("GET", "POST")
@@ -98,10 +107,8 @@ def servers(request: HttpRequest) -> JsonResponse:
 def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "GET":
         return JsonResponse(server_json(visible_server(request, pk)))
-    server = editable_server(request, pk)
+    server = editable_server(request, pk, doing="delete" if request.method == "DELETE" else "edit")
     if request.method == "DELETE":
-        if server.transport == "stdio" and not request.user.is_staff:
-            raise PermissionDenied("Only staff users can delete stdio servers.")
         server.delete()
         return HttpResponse(status=204)
     server = save_server(request, form_data_from_json(json_body(request), server), server)
@@ -127,27 +134,61 @@ def server_tools(request: HttpRequest, pk: int) -> JsonResponse:
     return JsonResponse({"tools": [tool_json(t) for t in server.tools.all()]})
 
 
-def start_tool_call(
-    *, server: Server, tool_name: str, arguments: dict, origin: str, user, conversation=None, turn=None,
-    llm_tool_call_id: str = "", replay_of: ToolCall | None = None, enqueue: bool = True,
-) -> ToolCall:
-    """Create the queued row, then (unless the caller schedules it) enqueue the task after commit."""
-    from tools.tasks import execute_tool_call
+class CompletionRef(Body):
+    type: Literal["ref/prompt", "ref/resource"]
+    name: str | None = None
+    uri: str | None = None
 
-    tool = Tool.objects.filter(server=server, name=tool_name).first()
-    call = ToolCall.objects.create(
-        server=server, tool_name=tool_name, arguments=arguments, origin=origin, requested_by=user,
-        conversation=conversation, turn=turn, llm_tool_call_id=llm_tool_call_id, is_app=bool(tool and tool.is_app),
-        replay_of=replay_of,
-    )
+    @model_validator(mode="after")
+    def _named(self) -> CompletionRef:
+        if self.type == "ref/prompt" and not self.name:
+            raise ValueError("a ref/prompt needs the prompt's `name`")
+        if self.type == "ref/resource" and not self.uri:
+            raise ValueError("a ref/resource needs the template's `uri`")
+        return self
 
-    def enqueue_now():
-        result = execute_tool_call.apply_async(args=[str(call.pk)])
-        ToolCall.objects.filter(pk=call.pk).update(celery_task_id=result.id)
 
-    if enqueue:
-        transaction.on_commit(enqueue_now)
-    return call
+class CompleteBody(Body):
+    """`completion/complete`: what the user is typing into one argument, and the ones already filled."""
+
+    ref: CompletionRef
+    argument: str = Field(min_length=1, max_length=200)
+    value: str = Field(default="", max_length=2000)
+    context: dict[str, str] = {}
+
+
+@api_view("POST")
+def complete(request: HttpRequest, pk: int) -> JsonResponse:
+    """Suggestions for a prompt argument or a resource-template variable (empty when the server
+    does not offer completions: the page shows none, quietly)."""
+    from tools.tasks import server_action
+
+    server = visible_server(request, pk)
+    body = parse_body(request, CompleteBody)
+    if not server.offers("completions"):
+        return JsonResponse({"supported": False, "values": [], "total": None, "hasMore": False})
+    params = {"ref": body.ref.model_dump(exclude_none=True), "argument": body.argument, "value": body.value,
+              "context": {k: v for k, v in body.context.items() if k != body.argument}}
+    wait = settings.COMPLETION_TIMEOUT + settings.MCP_CONNECT_TIMEOUT
+    answer = wait_for_worker(server_action.apply_async((server.pk, "complete", params), expires=wait),
+                             "the completion request", timeout=wait + 2)
+    if not answer.get("ok"):
+        raise ApiError(answer["error"], status=502)
+    completion = (answer["result"] or {}).get("completion") or {}
+    values = [v for v in completion.get("values") or [] if isinstance(v, str)][:100]  # the spec's maximum
+    return JsonResponse({"supported": True, "values": values, "total": completion.get("total"),
+                         "hasMore": bool(completion.get("hasMore"))})
+
+
+class CallBody(Body):
+    arguments: dict[str, Any] = {}
+    # Seconds, overriding the server's call timeout for this call (progress extends it, up to the maximum).
+    timeout: float | None = Field(None, strict=True)
+
+    @field_validator("timeout")
+    @classmethod
+    def _in_range(cls, value: float | None) -> float | None:
+        return None if value is None else deadlines.check_timeout(value)
 
 
 @api_view("POST")
@@ -155,40 +196,62 @@ def tool_call_create(request: HttpRequest, pk: int, name: str) -> JsonResponse:
     server = visible_server(request, pk)
     if not server.enabled:
         raise ApiError(f"The server “{server.name}” is disabled; enable it first.", status=409)
-    body = json_body(request)
-    arguments = body.get("arguments", {})
-    if not isinstance(arguments, dict):
-        raise ApiError("`arguments` must be a JSON object.")
-    if not server.tools.filter(name=name).exists():
+    body = parse_body(request, CallBody)
+    tool = server.tools.filter(name=name).only("is_app").first()
+    if tool is None:
         raise ApiError(f"The server has no tool named {name!r} (refresh the server if it is new).", status=404)
-    call = start_tool_call(server=server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.MANUAL, user=request.user)
+    call = start_tool_call(server=server, tool_name=name, arguments=body.arguments, origin=ToolCall.Origin.MANUAL,
+                           user=request.user, tool=tool, timeout=body.timeout)
     return JsonResponse({"id": str(call.pk), "status": call.status}, status=202)
-
-
-def tool_call_json(call: ToolCall) -> dict[str, Any]:
-    from tools.pipeline import result_event
-
-    event = result_event(call)
-    proj = event["projection"]
-    return {
-        "id": str(call.pk), "server_id": call.server_id, "server_name": call.server_name, "tool": call.tool_name,
-        "origin": call.origin, "has_view": call.is_app or embedded_ui_resource(event["result"]) is not None,
-        "status": call.status, "error": call.error, "arguments": call.arguments, "is_app": call.is_app,
-        "conversation_id": call.conversation_id, "llm_tool_call_id": call.llm_tool_call_id,
-        "full": event["result"], "projection": proj,
-        "tokens_full": event["tokens_full"], "tokens_projection": proj["tokens"] if proj else 0,
-        "schema_valid": event["schema_valid"], "schema_error": event["schema_error"],
-        "duration_ms": call.duration_ms, "policy": proj["policy"] if proj else None,
-        "queued_at": call.queued_at.isoformat(),
-        "started_at": call.started_at.isoformat() if call.started_at else None,
-        "finished_at": call.finished_at.isoformat() if call.finished_at else None,
-    }
 
 
 @api_view("GET")
 def tool_call_detail(request: HttpRequest, pk) -> JsonResponse:
-    call = get_object_or_404(ToolCall.objects.visible_to(request.user).select_related("server"), pk=pk)
-    return JsonResponse(tool_call_json(call))
+    """One call with its complete projection; with the full result too unless `?full=0`."""
+    full = request.GET.get("full", "1") not in ("0", "false", "no")
+    qs = ToolCall.objects.visible_to(request.user).select_related("full_result", "projection").defer("full_result__raw")
+    call = get_object_or_404(qs, pk=pk)
+    data = tool_call_json(call, detail=True)
+    if not full:
+        return JsonResponse(data)
+    # The stored JSON text goes into the answer as it is: parsing a 40 MB result to serialise
+    # it again cost ~10x its size in daphne (bench/big_results.py).
+    text = _stored_result_text(call.pk)
+    body = json.dumps(data, cls=DjangoJSONEncoder)[:-1] + ', "full": ' + (text or "null") + "}"
+    return HttpResponse(body.encode(), content_type="application/json")
+
+
+RESULT_CHUNK_BYTES = 256 * 1024
+
+
+def _stored_result_text(tool_call_id) -> str | None:
+    """The full result's column as the database holds it (JSON text), never parsed here."""
+    rows = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(text=Cast("raw", TextField()))
+    return rows.values_list("text", flat=True).first()
+
+
+@api_view("GET")
+def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
+    """The full result exactly as stored (`ToolResult.raw`), streamed, for pages and App views.
+
+    The database hands back the column's JSON text (a cast to text), so a result of any size
+    is neither parsed nor re-serialised here; events only say how big it is.
+    """
+    call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk", "status"), pk=pk)
+    text = _stored_result_text(call.pk)
+    if text is None:
+        raise ApiError(f"This tool call has no result (it is {call.status}).", status=404, call_status=call.status)
+    body = text.encode()
+
+    async def chunks():
+        view = memoryview(body)
+        for start in range(0, len(body), RESULT_CHUNK_BYTES):
+            yield view[start:start + RESULT_CHUNK_BYTES]
+
+    response = StreamingHttpResponse(chunks(), content_type="application/json")
+    response["Content-Length"] = str(len(body))
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 @api_view("POST")
@@ -208,7 +271,10 @@ def servers_import(request: HttpRequest) -> JsonResponse:
     body = json_body(request)
     created, errors = config_file.import_servers(body, request.user)
     status = 201 if created and not errors else (400 if not created else 207)
-    return JsonResponse({"created": [server_json(s) for s in created], "errors": errors}, status=status)
+    answer: dict[str, Any] = {"created": [server_json(s) for s in created], "errors": errors}
+    if not created:
+        answer["error"] = "Nothing imported: " + " ".join(f"{e['name'] + ': ' if e['name'] else ''}{e['error']}" for e in errors)
+    return JsonResponse(answer, status=status)
 
 
 @api_view("GET")
@@ -218,3 +284,74 @@ def servers_export(request: HttpRequest) -> JsonResponse:
     response = JsonResponse(config_file.export_servers(qs), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = 'attachment; filename="mcp-servers.json"'
     return response
+
+
+# --- a call while it runs: Cancel, log messages, what the server asks (tools/server_requests.py) ---------
+
+def own_calls(request: HttpRequest):
+    """Calls the user may act on (cancel, answer for): those they made and those of their conversations."""
+    return ToolCall.objects.filter(Q(requested_by=request.user) | Q(conversation__owner=request.user))
+
+
+@api_view("POST")
+def tool_call_cancel(request: HttpRequest, pk) -> JsonResponse:
+    """Cancel a queued or running call: the server is sent notifications/cancelled; the call ends `cancelled`."""
+    from tools.live_calls import cancel_calls
+
+    call = get_object_or_404(own_calls(request).only("pk", "status", "celery_task_id"), pk=pk)
+    if call.is_final:
+        raise ApiError(f"This call has already ended ({call.status}).", status=409, call_status=call.status)
+    cancelled = cancel_calls([call], "Cancelled by the user.")
+    status = ToolCall.objects.filter(pk=pk).values_list("status", flat=True).first()
+    return JsonResponse({"id": str(call.pk), "cancelled": bool(cancelled), "status": status}, status=202 if cancelled else 409)
+
+
+@api_view("GET")
+def tool_call_logs(request: HttpRequest, pk) -> JsonResponse:
+    """The server's log messages (notifications/message) received during the call."""
+    from tools.server_requests import log_json
+
+    call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk"), pk=pk)
+    rows = ServerLogMessage.objects.filter(tool_call=call).order_by("at", "id")[:1000]
+    return JsonResponse({"logs": [log_json(r) for r in rows]})
+
+
+@api_view("GET")
+def server_requests(request: HttpRequest) -> JsonResponse:
+    """Server requests of the user's calls: `?tool_call=<id>`, `?conversation=<id>`, `?open=1`."""
+    from tools.server_requests import server_request_json
+
+    qs = ServerRequest.objects.visible_to(request.user)
+    if request.GET.get("tool_call"):
+        qs = qs.filter(tool_call_id=request.GET["tool_call"])
+    if request.GET.get("conversation"):
+        try:
+            qs = qs.filter(tool_call__conversation_id=int(request.GET["conversation"]))
+        except ValueError:
+            raise ApiError("`conversation` must be a conversation id.") from None
+    if request.GET.get("open") in ("1", "true", "yes"):
+        qs = qs.filter(status__in=ServerRequest.OPEN)
+    return JsonResponse({"server_requests": [server_request_json(r) for r in qs.order_by("created_at")[:500]]})
+
+
+@api_view("GET")
+def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
+    from tools.server_requests import server_request_json
+
+    row = get_object_or_404(ServerRequest.objects.visible_to(request.user), pk=pk)
+    data = server_request_json(row, detail=True)
+    call = row.tool_call
+    data["conversation_model"] = call.conversation.model if call and call.conversation_id else None
+    return JsonResponse(data)
+
+
+@api_view("POST")
+def server_request_answer(request: HttpRequest, pk) -> JsonResponse:
+    """The user's answer: elicitation `{action: accept|decline|cancel, content?}`; sampling
+    `{action: approve, messages, model?, api_base?}`, then `{action: send, text?}`, or `{action: reject}`."""
+    from tools import server_requests
+
+    row = get_object_or_404(ServerRequest.objects.filter(tool_call__in=own_calls(request).values("pk"))
+                            .select_related("tool_call__conversation"), pk=pk)
+    row = server_requests.answer(row, request.user, json_body(request))
+    return JsonResponse(server_requests.server_request_json(row, detail=True))

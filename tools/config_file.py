@@ -60,9 +60,12 @@ def import_servers(document: dict[str, Any], user) -> tuple[list[Server], list[d
 
 
 def export_servers(servers: Iterable[Server]) -> dict[str, Any]:
+    """The mcpServers document with every secret masked (env, headers, the URL's password and tokens)."""
     out: dict[str, Any] = {}
     for server in servers:
         entry = server.to_config_entry()
+        if "url" in entry:
+            entry["url"] = server.masked_url
         for key in ("env", "headers"):
             if key in entry:
                 entry[key] = masked(entry[key])

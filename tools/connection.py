@@ -28,6 +28,7 @@ any task on the same loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import hashlib
@@ -47,6 +48,7 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp_types as types
+from mcp_types import methods as mcp_methods
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
@@ -61,6 +63,11 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+
+from tools import message_parsing
+from tools.url_secrets import mask as mask_url
+
+message_parsing.install()
 
 __all__ = [
     "CallTimeout",
@@ -82,6 +89,18 @@ FrameCallback = Callable[[str, dict[str, Any], float], None]
 A stdio line that is not JSON-RPC is reported as ``{"invalid": <text>, "reason": <why>}``."""
 NotificationCallback = Callable[[str, dict[str, Any]], None]
 """``on_notification(method, params)`` for every server notification, raw params."""
+ServerRequestHook = Callable[[str, dict[str, Any], Any], Awaitable[dict[str, Any]]]
+"""``await on_server_request(method, params, tag)``: what the server asks of the client.
+
+Called for ``elicitation/create``, ``sampling/createMessage`` and ``roots/list`` (return the
+result dict; raise ``RemoteError`` to answer with a JSON-RPC error) and for
+``notifications/message`` (the return value is ignored). ``params`` are the raw wire params;
+``tag`` is what the caller passed to ``call_tool`` for the call the request belongs to, or
+None when that cannot be told (no call in flight, or several on a transport that does not say).
+Setting it makes the client advertise the elicitation (form and URL), sampling and roots
+capabilities."""
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+"""``await on_progress(progress, total, message)`` for a call's ``notifications/progress``."""
 
 CLIENT_INFO = types.Implementation(name="mcp-inspector", version="0.1.0")
 _PAGE_CAP = 100  # a paginator that never ends must not hang a listing
@@ -139,12 +158,13 @@ class ServerConfig:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     cwd: str | None = None
-    url: str | None = ""
+    url: str | None = field(default="", repr=False)  # may carry a password or token
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     connect_timeout: float = 15.0
     call_timeout: float = 60.0
     mode: Mode = "auto"
     key: str | int | None = None
+    log_level: str | None = None  # sent as logging/setLevel after a legacy handshake
 
     def __post_init__(self) -> None:
         if self.transport not in ("stdio", "streamable_http", "sse"):
@@ -203,11 +223,18 @@ class _Capture:
 
 
 _current_capture: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("mcp_raw_capture", default=None)
+# The tag of the tools/call a task is running: a server request handled in that task's context
+# (transports that carry the sender's context) belongs to that call.
+_current_tag: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_call_tag", default=None)
+_SERVER_REQUESTS = ("elicitation/create", "sampling/createMessage", "roots/list")
 
 
 def _wire(message: Any) -> dict[str, Any]:
-    """The JSON object a transport writes for ``message`` (same dump as the SDK transports)."""
-    return json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
+    """The JSON object a transport writes for ``message`` (same dump as the SDK transports).
+
+    Dumped straight to Python objects (not to a JSON string parsed again): a 40 MB result
+    must not cost two more 40 MB copies in the worker."""
+    return message.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 class _TapWriter:
@@ -253,13 +280,15 @@ class _TapReader:
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._conn._eof = True
-            raise
-        self._conn._tap_in(item)
-        return item
+        while True:
+            try:
+                item = await self._inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._conn._eof = True
+                raise
+            self._conn._tap_in(item)
+            if not self._conn._take_over(item, self.last_context):
+                return item
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -290,7 +319,9 @@ class _TappedTransport:
 
     async def __aenter__(self) -> tuple[_TapReader, _TapWriter]:
         read_stream, write_stream = await self._inner.__aenter__()
-        return _TapReader(read_stream, self._conn), _TapWriter(write_stream, self._conn)
+        writer = _TapWriter(write_stream, self._conn)
+        self._conn._writer = writer
+        return _TapReader(read_stream, self._conn), writer
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         return await self._inner.__aexit__(*exc)
@@ -455,7 +486,7 @@ def _describe(exc: BaseException) -> str:
         if isinstance(leaf, httpx2.ConnectError):
             parts.append(f"cannot connect ({leaf})")
         elif isinstance(leaf, httpx2.HTTPStatusError):
-            parts.append(f"HTTP {leaf.response.status_code} from {leaf.request.url}")
+            parts.append(f"HTTP {leaf.response.status_code} from {mask_url(str(leaf.request.url))}")
         elif isinstance(leaf, httpx2.TimeoutException):
             parts.append(f"HTTP timeout ({type(leaf).__name__})")
         elif isinstance(leaf, MCPError):
@@ -480,11 +511,16 @@ class Connection:
         on_notification: NotificationCallback | None = None,
         on_stderr: Callable[[str], None] | None = None,
         client_info: types.Implementation = CLIENT_INFO,
+        on_server_request: ServerRequestHook | None = None,
     ) -> None:
         self.config = config
         self.on_frame = on_frame
         self.on_notification = on_notification
         self.on_stderr = on_stderr
+        self.on_server_request = on_server_request
+        self._incoming: dict[Any, dict[str, Any]] = {}  # raw params of server requests, by JSON-RPC id
+        self._inflight: list[Any] = []  # tags of the tools/call requests now running
+        self._writer: _TapWriter | None = None
         self._client_info = client_info
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
@@ -585,7 +621,14 @@ class Connection:
                 self._emit_frame("in", {"invalid": str(item), "reason": type(item).__name__})
             return
         message = item.message
-        wire = item.raw if isinstance(item, _RawSessionMessage) else _wire(message)
+        if isinstance(item, _RawSessionMessage):
+            wire = item.raw
+        elif isinstance(message, JSONRPCResponse):
+            # The SDK keeps a response's `result` as the plain JSON object it parsed: use it as
+            # is (a big result is not copied again; unknown fields are in it).
+            wire = {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}
+        else:
+            wire = _wire(message)
         self._emit_frame("in", wire)
         if isinstance(message, JSONRPCResponse | types.JSONRPCError):
             method = self._sent_methods.pop(message.id, None)
@@ -595,9 +638,13 @@ class Connection:
                 self._handshake[method] = copy.deepcopy(result)
             if capture is not None:
                 if isinstance(result, dict):
-                    capture.result = copy.deepcopy(result)
+                    # Not copied: nothing mutates a frame (the log keeps a preview of large ones).
+                    capture.result = result
                 else:
                     capture.error = copy.deepcopy(wire.get("error"))
+        elif isinstance(message, JSONRPCRequest):
+            if message.method in _SERVER_REQUESTS and self.on_server_request is not None:
+                self._incoming[message.id] = copy.deepcopy(wire.get("params") or {})
         elif isinstance(message, JSONRPCNotification) and self.on_notification is not None:
             try:
                 self.on_notification(message.method, copy.deepcopy(wire.get("params") or {}))
@@ -658,7 +705,7 @@ class Connection:
         if self.config.transport == "stdio":
             where = " ".join(shlex.join([self.config.command, *self.config.args]).split())[:300]
         else:
-            where = self.config.url
+            where = mask_url(self.config.url or "")  # the URL's password and tokens never go into an error
         if isinstance(failure, TimeoutError):
             reason = f"no answer to the MCP handshake within {self.config.connect_timeout:g}s"
         else:
@@ -693,10 +740,13 @@ class Connection:
                         cache=None,
                         client_info=self._client_info,
                         extensions=[advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})],
+                        log_level=config.log_level,  # type: ignore[arg-type]
+                        **self._client_callbacks(),
                     )
                     await stack.enter_async_context(client)
                     self._client = client
                     self._remember_handshake(client)
+                    await self._set_log_level(client)
                     async with anyio.create_task_group() as tg:
                         if self.is_modern:
                             # Wait for the listen ack so no early list_changed is missed.
@@ -719,6 +769,91 @@ class Connection:
             self._eof = True
             if not ready.done():
                 ready.set_result(None)
+
+    def _client_callbacks(self) -> dict[str, Any]:
+        """The SDK callbacks for what a server asks of us; none (nothing advertised) without a hook."""
+        if self.on_server_request is None:
+            return {}
+        return {
+            "elicitation_callback": lambda ctx, params: self._answer("elicitation/create", ctx, params, types.ElicitResult),
+            "sampling_callback": lambda ctx, params: self._answer(
+                "sampling/createMessage", ctx, params, types.CreateMessageResult
+            ),
+            "list_roots_callback": lambda ctx: self._answer("roots/list", ctx, None, types.ListRootsResult),
+            "logging_callback": self._log_message,
+        }
+
+    def _tag(self) -> Any:
+        """The call a server request belongs to: the sender's context when the transport keeps it
+        (Streamable HTTP answers on the call's own stream), else the only call in flight."""
+        tag = _current_tag.get()
+        if tag is not None:
+            return tag
+        tags = list(dict.fromkeys(id(t) for t in self._inflight))
+        return self._inflight[0] if len(tags) == 1 else None
+
+    async def _answer(self, method: str, ctx: Any, params: Any, result_type: type[Any]) -> Any:
+        raw = self._incoming.pop(ctx.request_id, None)
+        if raw is None:
+            raw = params.model_dump(by_alias=True, mode="json", exclude_none=True) if params is not None else {}
+        assert self.on_server_request is not None
+        try:
+            result = await self.on_server_request(method, raw, self._tag())
+        except RemoteError as exc:
+            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+        try:
+            return result_type.model_validate(result, by_name=False)
+        except ValidationError as exc:
+            logger.warning("our answer to %s is not valid: %s", method, exc)
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"The client produced an invalid {method} result.")
+
+    def _take_over(self, item: SessionMessage | Exception, context: contextvars.Context | None) -> bool:
+        """A server request the SDK would refuse as malformed (e.g. an elicitation whose schema is
+        not an object schema) is answered here instead, so the hook can store it and say why."""
+        if self.on_server_request is None or isinstance(item, Exception):
+            return False
+        message = item.message
+        if not isinstance(message, JSONRPCRequest) or message.method not in _SERVER_REQUESTS:
+            return False
+        try:
+            mcp_methods.parse_server_request(message.method, self._protocol_version or "2025-11-25", message.params)
+        except ValidationError:
+            tag = context.get(_current_tag) if context is not None else None
+            asyncio.ensure_future(self._refuse_malformed(message, tag))
+            return True
+        except (KeyError, ValueError):
+            return False  # not a request of this version: the SDK answers method-not-found
+        return False
+
+    async def _refuse_malformed(self, message: JSONRPCRequest, tag: Any) -> None:
+        params = self._incoming.pop(message.id, None) or {}
+        error = types.ErrorData(code=types.INVALID_PARAMS, message=f"Invalid {message.method} params.")
+        try:
+            assert self.on_server_request is not None
+            await self.on_server_request(message.method, params, tag if tag is not None else self._tag())
+        except RemoteError as exc:
+            error = types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+        except Exception:
+            logger.exception("on_server_request raised for a malformed %s", message.method)
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
+
+    async def _log_message(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self.on_server_request is not None:
+            raw = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            await self.on_server_request("notifications/message", raw, self._tag())
+
+    async def _set_log_level(self, client: Client) -> None:
+        """logging/setLevel on a legacy connection whose server logs (2026-07-28 opts in per request)."""
+        if not self.config.log_level or self.is_modern or "logging" not in self.capabilities:
+            return
+        try:
+            await client.session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level=self.config.log_level)), _RAW  # type: ignore[arg-type]
+            )
+        except MCPError as exc:
+            logger.info("logging/setLevel on %s refused: %s", self.config.name, exc.error.message)
 
     def _remember_handshake(self, client: Client) -> None:
         session = client.session
@@ -845,11 +980,53 @@ class Connection:
             return fallback
         return fallback.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[union-attr]
 
-    async def _request(self, request: Any, timeout: float | None = None) -> dict[str, Any]:
+    async def _request(
+        self, request: Any, timeout: float | None = None, on_progress: ProgressCallback | None = None,
+        max_timeout: float | None = None,
+    ) -> dict[str, Any]:
         t = timeout or self.config.call_timeout
+        if on_progress is not None and max_timeout is not None and max_timeout > t:
+            return await self._request_reset_on_progress(request, t, max_timeout, on_progress)
         return await self._call(
-            request.method, lambda: self._session().send_request(request, _RAW, request_read_timeout_seconds=t), t
+            request.method,
+            lambda: self._session().send_request(
+                request, _RAW, request_read_timeout_seconds=t, progress_callback=on_progress
+            ),
+            t,
         )
+
+    async def _request_reset_on_progress(
+        self, request: Any, timeout: float, max_timeout: float, on_progress: ProgressCallback
+    ) -> dict[str, Any]:
+        """A request whose deadline each progress notification moves to now + ``timeout``, never
+        past start + ``max_timeout`` (the spec allows the reset if a maximum holds). The SDK's own
+        read timeout is the maximum; the moving deadline is a cancel scope around it, whose expiry
+        makes the SDK send ``notifications/cancelled``."""
+        start = anyio.current_time()
+        hard = start + max_timeout
+        with anyio.CancelScope(deadline=min(start + timeout, hard)) as scope:
+
+            async def progressed(progress: float, total: float | None, message: str | None) -> None:
+                scope.deadline = min(anyio.current_time() + timeout, hard)
+                await on_progress(progress, total, message)
+
+            result = await self._call(
+                request.method,
+                lambda: self._session().send_request(
+                    request, _RAW, request_read_timeout_seconds=max_timeout, progress_callback=progressed
+                ),
+                max_timeout,
+            )
+        if scope.cancelled_caught:
+            if scope.deadline >= hard:
+                raise CallTimeout(
+                    f"{self.config.name}: no answer to {request.method} within the hard maximum of "
+                    f"{max_timeout:g} s (progress extends a call only up to it){self._stdio_context()}"
+                )
+            raise CallTimeout(
+                f"{self.config.name}: no answer and no progress within {timeout:g} s{self._stdio_context()}"
+            )
+        return result
 
     async def _list(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -904,11 +1081,32 @@ class Connection:
         )
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None = None, timeout: float | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        *,
+        tag: Any = None,
+        on_progress: ProgressCallback | None = None,
+        max_timeout: float | None = None,
     ) -> dict[str, Any]:
-        """The raw ``tools/call`` result, unknown fields kept; never validated against outputSchema."""
+        """The raw ``tools/call`` result, unknown fields kept; never validated against outputSchema.
+
+        ``on_progress`` sends a progressToken and receives the call's progress; with a
+        ``max_timeout`` above ``timeout``, each progress notification gives the server ``timeout``
+        again, up to ``max_timeout`` in all. ``tag`` names the call to ``on_server_request``.
+        Cancelling the awaiting task sends ``notifications/cancelled``.
+        """
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments or {}))
-        return await self._request(request, timeout)
+        if tag is None:
+            return await self._request(request, timeout, on_progress, max_timeout)
+        token = _current_tag.set(tag)
+        self._inflight.append(tag)
+        try:
+            return await self._request(request, timeout, on_progress, max_timeout)
+        finally:
+            self._inflight.remove(tag)
+            _current_tag.reset(token)
 
     async def read_resource(self, uri: str, timeout: float | None = None) -> dict[str, Any]:
         """The raw ``resources/read`` result (``contents`` with ``text`` or base64 ``blob``)."""
@@ -921,6 +1119,21 @@ class Connection:
         """The raw ``prompts/get`` result."""
         request = types.GetPromptRequest(params=types.GetPromptRequestParams(name=name, arguments=arguments))
         return await self._request(request, timeout)
+
+    async def complete(
+        self, ref: dict[str, Any], argument: str, value: str, context: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """The raw ``completion/complete`` result for a prompt argument or a resource-template variable.
+
+        ``ref`` is ``{"type": "ref/prompt", "name": ...}`` or ``{"type": "ref/resource", "uri": ...}``;
+        ``context`` holds the arguments already filled in (the spec's ``context.arguments``).
+        """
+        params = types.CompleteRequestParams(
+            ref=ref, argument=types.CompletionArgument(name=argument, value=value),
+            context=types.CompletionContext(arguments=context) if context else None,
+        )
+        return await self._request(types.CompleteRequest(params=params), timeout)
 
 
 @asynccontextmanager

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from channels.db import database_sync_to_async
 
 from inspector.consumers import GroupRelayConsumer
+from tools import events
 from tools.models import ToolCall
-from tools.rpclog import LOG_GROUP
 
 
 class RpcLogConsumer(GroupRelayConsumer):
@@ -14,7 +16,7 @@ class RpcLogConsumer(GroupRelayConsumer):
 
     async def groups_for_user(self, user):
         self.visible = await database_sync_to_async(self._visible)()
-        return [LOG_GROUP]
+        return [events.RPC_LOG_GROUP]
 
     def _visible(self) -> set[int]:
         from tools.views import log_servers
@@ -22,7 +24,7 @@ class RpcLogConsumer(GroupRelayConsumer):
         return set(log_servers(self.scope["user"]).values_list("pk", flat=True))
 
     async def filter_event(self, event):
-        if event.get("type") != "rpc.frames":
+        if event.get("type") != events.RPC_FRAMES:
             return event
         # Look again each time: servers come and go while a socket stays open.
         self.visible = await database_sync_to_async(self._visible)()
@@ -31,24 +33,56 @@ class RpcLogConsumer(GroupRelayConsumer):
 
 
 class ToolCallConsumer(GroupRelayConsumer):
-    """Status and full result of one tool call; sends the stored result at once if it is finished."""
+    """Status and result summary of one tool call; on connect, its stored state at once.
+
+    Like the live events, the catch-up never carries the full result (GET its `result_url`).
+    A published event can be lost (publishing never fails the work that produced it; a Redis
+    hiccup drops it), so while the call is not final the socket also looks at the database
+    every RECHECK_SECONDS and sends the result itself if the event has not come: a socket
+    that waits for a result always gets it.
+    """
+
+    RECHECK_SECONDS = 3.0
 
     async def groups_for_user(self, user):
         pk = self.scope["url_route"]["kwargs"]["pk"]
         exists = await database_sync_to_async(lambda: ToolCall.objects.visible_to(user).filter(pk=pk).exists())()
-        return [f"toolcall.{pk}"] if exists else None
+        return [events.tool_call_group(pk)] if exists else None
+
+    def _current_event(self) -> dict:
+        pk = self.scope["url_route"]["kwargs"]["pk"]
+        call = events.summary_queryset(ToolCall.objects.filter(pk=pk)).get()
+        return events.tool_call_event(events.TOOL_CALL_RESULT if call.is_final else events.TOOL_CALL_STATUS, call)
 
     async def on_accepted(self, user):
-        from tools.pipeline import result_event
+        self.final_sent = False
+        first = await database_sync_to_async(self._current_event)()
+        await self.send_event(first)
+        if not self.final_sent:
+            self.recheck = asyncio.create_task(self._recheck())
 
-        pk = self.scope["url_route"]["kwargs"]["pk"]
+    async def send_event(self, event: dict) -> None:
+        if event.get("type") == events.TOOL_CALL_RESULT:
+            if self.final_sent:
+                return  # the recheck and the live event may both bring it: once is enough
+            self.final_sent = True
+        await self.send_json(event)
 
-        def snapshot():
-            call = ToolCall.objects.get(pk=pk)
-            if call.is_final:
-                return {"type": "tool_call.result", **result_event(call)}
-            return {"type": "tool_call.status", "tool_call_id": str(call.pk), "status": call.status}
+    async def relay(self, message: dict) -> None:
+        await self.send_event(message["event"])
 
-        event = await database_sync_to_async(snapshot)()
-        if event:
-            await self.send_json(event)
+    async def _recheck(self) -> None:
+        while not self.final_sent:
+            await asyncio.sleep(self.RECHECK_SECONDS)
+            try:
+                event = await database_sync_to_async(self._current_event)()
+            except ToolCall.DoesNotExist:
+                return
+            if event["type"] == events.TOOL_CALL_RESULT:
+                await self.send_event(event)
+
+    async def disconnect(self, code) -> None:
+        task = getattr(self, "recheck", None)
+        if task is not None:
+            task.cancel()
+        await super().disconnect(code)

@@ -1,7 +1,8 @@
 """Validation of server settings, shared by the pages and the JSON API.
 
-Secrets (env values, header values) are never sent back in clear: they are shown as MASK,
-and a submitted MASK means "keep the stored value".
+Secrets (env values, header values, the URL's password and secret query values) are never
+sent back in clear: they are shown as MASK, and a submitted MASK means "keep the stored value"
+(for the URL, Server.save() applies the rule; see tools/url_secrets.py).
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
-from tools.models import Policy, Server, Transport
-
-MASK = "********"
-STDIO_STAFF_ONLY = (
-    "Only staff users can create or edit stdio servers: a stdio server runs a command on the "
-    "inspector's host. Ask an admin, or register the server over Streamable HTTP or SSE."
-)
+from tools.deadlines import TimeoutOutOfRange, check_timeout, max_timeout
+from tools.models import STDIO_STAFF_ONLY, Policy, Server, Transport
+from tools.url_secrets import MASK
 
 
 def masked(secrets: dict | None) -> dict[str, str]:
@@ -46,27 +44,57 @@ def _string_dict(value: Any, label: str) -> dict[str, str]:
     return out
 
 
-def _string_list(value: Any) -> list[str]:
+def _json_list(value: Any, expected: str) -> Any:
+    """A form field holding a JSON array: the parsed value (a list from the JSON API passes through)."""
     if value in (None, ""):
         return []
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            return json.loads(value)
         except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Arguments must be a JSON array of strings: {exc.msg}.")
+            raise forms.ValidationError(f"{expected}: {exc.msg}.")
+    return value
+
+
+def _string_list(value: Any) -> list[str]:
+    value = _json_list(value, "Arguments must be a JSON array of strings")
     if not isinstance(value, list) or not all(isinstance(a, (str, int, float)) for a in value):
         raise forms.ValidationError('Arguments must be a JSON array of strings, e.g. ["server.py", "--verbose"].')
     return [str(a) for a in value]
+
+
+def roots_list(value: Any) -> list[dict[str, str]]:
+    """Roots as the protocol sends them: [{"uri": "file:///…", "name"?: "…"}] (file:// URIs only)."""
+    value = _json_list(value, "Roots must be a JSON array")
+    if not isinstance(value, list):
+        raise forms.ValidationError('Roots must be a JSON array, e.g. ["file:///home/me/project"].')
+    roots = []
+    for item in value:
+        root = {"uri": item} if isinstance(item, str) else item
+        if not isinstance(root, dict) or not isinstance(root.get("uri"), str):
+            raise forms.ValidationError('Each root is a file:// URI or {"uri": "file:///…", "name": "…"}.')
+        if not root["uri"].startswith("file://"):
+            raise forms.ValidationError(f"Root {root['uri']!r} is not a file:// URI (the protocol allows only those).")
+        entry = {"uri": root["uri"]}
+        if isinstance(root.get("name"), str) and root["name"]:
+            entry["name"] = root["name"]
+        roots.append(entry)
+    return roots
 
 
 class ServerForm(forms.ModelForm):
     args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text='JSON array, e.g. ["server.py"]')
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text="JSON object; values are encrypted and shown masked.")
     headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text='JSON object, e.g. {"Authorization": "Bearer …"}; values are encrypted and shown masked.')
+    roots = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='Answered to the server\'s roots/list: a JSON array of file:// URIs, or of {"uri": "file:///…", "name": "…"}.',
+    )
 
     class Meta:
         model = Server
-        fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "shared", "enabled", "projection_policy"]
+        fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "shared", "enabled",
+                  "projection_policy", "roots", "log_level", "call_timeout"]
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -76,6 +104,11 @@ class ServerForm(forms.ModelForm):
             self.initial["args"] = json.dumps(instance.args or [])
             self.initial["env"] = json.dumps(masked(instance.env), indent=1) if instance.env else ""
             self.initial["headers"] = json.dumps(masked(instance.headers), indent=1) if instance.headers else ""
+            self.initial["roots"] = json.dumps(instance.roots) if instance.roots else ""
+        timeout = self.fields["call_timeout"]
+        timeout.help_text = (f"Seconds a tool call may wait for an answer; progress notifications give it that long again, "
+                             f"up to {max_timeout():g} s in all. Blank: {settings.MCP_CALL_TIMEOUT:g} s.")
+        timeout.widget.attrs.update(min=1, max=int(max_timeout()), placeholder=f"{settings.MCP_CALL_TIMEOUT:g}")
         self._stored_env = dict(instance.env or {}) if instance.pk else {}
         self._stored_headers = dict(instance.headers or {}) if instance.pk else {}
         self._was_stdio = bool(instance.pk) and instance.transport == Transport.STDIO
@@ -91,6 +124,18 @@ class ServerForm(forms.ModelForm):
 
     def clean_args(self) -> list[str]:
         return _string_list(self.cleaned_data.get("args"))
+
+    def clean_call_timeout(self) -> int | None:
+        value = self.cleaned_data.get("call_timeout")
+        if value is not None:
+            try:
+                check_timeout(value)
+            except TimeoutOutOfRange as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return value
+
+    def clean_roots(self) -> list[dict[str, str]]:
+        return roots_list(self.cleaned_data.get("roots"))
 
     def clean_env(self) -> dict[str, str]:
         env = _string_dict(self.cleaned_data.get("env"), "Environment")
@@ -129,15 +174,16 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
     if instance is not None:
         data.update(
             name=instance.name, transport=instance.transport, command=instance.command, args=instance.args,
-            env=masked(instance.env), cwd=instance.cwd, url=instance.url, headers=masked(instance.headers),
+            env=masked(instance.env), cwd=instance.cwd, url=instance.masked_url, headers=masked(instance.headers),
             shared=instance.shared, enabled=instance.enabled, projection_policy=instance.projection_policy,
+            roots=instance.roots, log_level=instance.log_level, call_timeout=instance.call_timeout,
         )
     else:
         data.update(enabled=True, projection_policy=Policy.CONTENT_FIRST)
     data.update(payload)
-    for key in ("args", "env", "headers"):
+    for key in ("args", "env", "headers", "roots"):
         if not isinstance(data.get(key), str):
-            data[key] = json.dumps(data.get(key) if data.get(key) is not None else ({} if key != "args" else []))
+            data[key] = json.dumps(data.get(key) if data.get(key) is not None else ({} if key not in ("args", "roots") else []))
     # Checkboxes: a form treats a missing key as False.
     for key in ("shared", "enabled"):
         if not data.get(key):

@@ -11,10 +11,18 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Q
 
 from inspector.encrypted import EncryptedJSONField
+from tools import url_secrets
+
+
+STDIO_STAFF_ONLY = (
+    "Only staff users can create or edit stdio servers: a stdio server runs a command on the "
+    "inspector's host. Ask an admin, or register the server over Streamable HTTP or SSE."
+)
 
 
 class Transport(models.TextChoices):
@@ -27,6 +35,19 @@ class Policy(models.TextChoices):
     CONTENT_FIRST = "content-first", "content-first (content to the model; structuredContent only if no content)"
     STRICT = "strict", "strict (as for App tools: no structuredContent, no _meta)"
     FORWARD_ALL = "forward-all", "forward-all (whole result, for debugging)"
+
+
+class LogLevel(models.TextChoices):
+    """MCP logging levels (RFC 5424 names), lowest first."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    NOTICE = "notice"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+    ALERT = "alert"
+    EMERGENCY = "emergency"
 
 
 class ServerQuerySet(models.QuerySet):
@@ -46,13 +67,34 @@ class Server(models.Model):
     env = EncryptedJSONField(help_text="Environment variables for the stdio process (encrypted).")
     cwd = models.CharField("working directory", max_length=500, blank=True)
     # HTTP / SSE
-    url = models.URLField("URL", max_length=1000, blank=True)
+    # The URL with its secrets masked (`https://user:********@host/mcp?token=********`); the
+    # password and secret query values live encrypted in url_secrets (tools/url_secrets.py).
+    url = models.URLField(
+        "URL", max_length=1000, blank=True,
+        help_text="A password or token in the URL (user:password@, ?token=…) is encrypted and shown masked; "
+        "keep the mask to keep it.",
+    )
+    url_secrets = EncryptedJSONField(help_text="The URL's password and secret query values (encrypted).")
     headers = EncryptedJSONField(help_text="HTTP headers, e.g. Authorization (encrypted).")
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_servers")
     shared = models.BooleanField("shared with the team", default=False)
     enabled = models.BooleanField(default=True)
     projection_policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.CONTENT_FIRST)
+    # What this client offers the server (tools/server_requests.py answers roots/list from it).
+    roots = models.JSONField(
+        default=list, blank=True,
+        help_text='Roots answered to the server\'s roots/list: [{"uri": "file:///…", "name": "…"}].',
+    )
+    log_level = models.CharField(
+        max_length=10, choices=LogLevel.choices, blank=True,
+        help_text="Sent as logging/setLevel after connecting (servers that support logging); blank: the server's default.",
+    )
+    call_timeout = models.PositiveIntegerField(
+        "call timeout (s)", null=True, blank=True,
+        help_text="Seconds a tool call may wait for an answer (progress notifications extend it, up to the hard "
+        "maximum); blank: the inspector's default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -72,6 +114,47 @@ class Server(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        super().clean()
+        try:
+            url_secrets.resolve(self.url or "", self.url_secrets)
+        except url_secrets.UrlSecretError as exc:
+            raise ValidationError({"url": str(exc)}) from exc
+
+    def save(self, *args, **kwargs) -> None:
+        """Whoever sets `url` (forms, API, import, admin, code), its secrets move to the encrypted
+        field here, and a MASK in it keeps the stored secret: the column never holds one in clear."""
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or "url" in update_fields:
+            self.url, self.url_secrets = url_secrets.resolve(self.url or "", self.url_secrets)
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "url_secrets"}
+        super().save(*args, **kwargs)
+
+    @property
+    def masked_url(self) -> str:
+        """The URL as it may be shown or exported: secrets masked."""
+        return url_secrets.mask(self.url or "")
+
+    def real_url(self) -> str:
+        """The URL with its secrets, for the connection only (never render or log it)."""
+        return url_secrets.reveal(*url_secrets.resolve(self.url or "", self.url_secrets, strict=False))
+
+    def offers(self, capability: str) -> bool:
+        """Whether the server advertised `capability` ("resources", "prompts", "completions")
+        when it connected. Asking for what it does not offer only earns a -32601 error; before
+        the first connection nothing is known, so ask: the answer will tell."""
+        connected = bool(self.protocol_version or self.last_connected_at)
+        return not connected or capability in (self.capabilities or {})
+
+    def check_editable_by(self, user, doing: str = "edit") -> None:
+        """Raise PermissionDenied unless `user` may change this server: its owner (or a superuser),
+        and staff for a stdio server, since it runs a command on the inspector's host."""
+        if self.owner_id != user.pk and not user.is_superuser:
+            raise PermissionDenied("Only the owner of this server can change it.")
+        if self.transport == Transport.STDIO and not user.is_staff:
+            raise PermissionDenied(STDIO_STAFF_ONLY if doing == "edit" else f"Only staff users can {doing} stdio servers.")
+
     def config(self):
         """The connection settings a worker's pool keys its warm connection on."""
         from tools.connection import ServerConfig
@@ -84,14 +167,16 @@ class Server(models.Model):
             args=tuple(str(a) for a in self.args or ()),
             env=tuple(sorted((str(k), str(v)) for k, v in (self.env or {}).items())),
             cwd=self.cwd or None,
-            url=self.url or None,
+            url=self.real_url() or None,
             headers=tuple(sorted((str(k), str(v)) for k, v in (self.headers or {}).items())),
             connect_timeout=settings.MCP_CONNECT_TIMEOUT,
             call_timeout=settings.MCP_CALL_TIMEOUT,
+            log_level=self.log_level or None,
         )
 
     def to_config_entry(self) -> dict[str, Any]:
-        """This server in the common `mcpServers` JSON format (secrets included: for export only)."""
+        """This server in the common `mcpServers` JSON format (secrets included, the URL's too:
+        callers mask them before anything leaves, see config_file.export_servers)."""
         if self.transport == Transport.STDIO:
             entry: dict[str, Any] = {"command": self.command, "args": list(self.args or [])}
             if self.env:
@@ -99,7 +184,7 @@ class Server(models.Model):
             if self.cwd:
                 entry["cwd"] = self.cwd
         else:
-            entry = {"url": self.url}
+            entry = {"url": self.real_url()}
             if self.transport == Transport.SSE:
                 entry["type"] = "sse"
             if self.headers:
@@ -190,7 +275,8 @@ class RpcFrame(models.Model):
     rpc_id = models.CharField(max_length=100, blank=True)
     kind = models.CharField(max_length=20, blank=True, help_text="request, notification, response or error")
     payload = models.JSONField()
-    size_bytes = models.PositiveIntegerField(default=0)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    truncated = models.BooleanField(default=False, help_text="The payload is a preview: the frame was larger than RPC_FRAME_MAX_BYTES.")
     at = models.DateTimeField(db_index=True)
     latency_ms = models.FloatField(null=True, blank=True, help_text="For responses: time since the request.")
 
@@ -203,6 +289,7 @@ class RpcFrame(models.Model):
         return {
             "id": self.pk, "server_id": self.server_id, "direction": self.direction, "method": self.method,
             "rpc_id": self.rpc_id, "kind": self.kind, "payload": self.payload, "size_bytes": self.size_bytes,
+            "truncated": self.truncated,
             "latency_ms": self.latency_ms, "at": self.at.isoformat(),
         }
 
@@ -254,7 +341,24 @@ class ToolCall(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     celery_task_id = models.CharField(max_length=100, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Deliveries that started this call.")
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="When its task was last sent again by the sweep.")
     replay_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays")
+    progress = models.JSONField(
+        null=True, blank=True, help_text="The server's last notifications/progress for this call: progress, total, message.",
+    )
+    # Deadlines (tools/deadlines.py): the timeout is fixed when the call is created (the caller's
+    # override, else its server's default; blank: the worker's MCP_CALL_TIMEOUT); the deadline is set when a
+    # worker claims it and pushed on by progress. Past it, another delivery or the sweep takes over.
+    timeout_s = models.FloatField(
+        "timeout (s)", null=True, blank=True,
+        help_text="Seconds this call may wait for an answer (without progress): the caller's override, else its "
+        "server's default; blank: MCP_CALL_TIMEOUT.",
+    )
+    deadline_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the worker running it is presumed gone: started + connect + timeout + margin, pushed on by progress.",
+    )
 
     objects = ToolCallQuerySet.as_manager()
 
@@ -272,6 +376,14 @@ class ToolCall(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in self.FINAL
+
+    def related_or_none(self, name: str) -> Any:
+        """A one-to-one row of this call (`full_result`, `projection`, `model_context`), or None:
+        a call that failed, runs, or never had a view has none."""
+        try:
+            return getattr(self, name)
+        except ObjectDoesNotExist:
+            return None
 
 
 class ToolResult(models.Model):
@@ -318,9 +430,95 @@ class UiResource(models.Model):
 
 def embedded_ui_resource(result: dict | None) -> dict | None:
     """The first MCP-UI `ui://` embedded resource in a result's content, if any."""
+    from tools.projection import is_ui_resource
+
     for block in (result or {}).get("content") or []:
-        if isinstance(block, dict) and block.get("type") == "resource":
-            res = block.get("resource") or {}
-            if str(res.get("uri", "")).startswith("ui://"):
-                return res
+        if isinstance(block, dict) and is_ui_resource(block):
+            return block["resource"]
     return None
+
+
+class ServerRequestQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "ServerRequestQuerySet":
+        """Requests of the tool calls the user may see (the people who can answer them)."""
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(tool_call__in=ToolCall.objects.visible_to(user).values("pk"))
+
+
+class ServerRequest(models.Model):
+    """One thing a server asked of this client during a call: an elicitation, a sampling, its roots.
+
+    One row per request, for both protocol generations. On a legacy connection the request arrives
+    inside a live `tools/call` and the worker holding it waits (on Redis) for the answer; on a
+    2026-07-28 connection (multi round-trip input) the call's result names the requests and the
+    answer queues a retry (`protocol`, `round`, `input_key`). Either way the browser answers
+    through the same API and the same cards (tools/server_requests.py).
+    """
+
+    class Kind(models.TextChoices):
+        ELICITATION = "elicitation"
+        SAMPLING = "sampling"
+        ROOTS = "roots"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "waiting for the user"
+        GENERATING = "generating", "sampling: the model is answering"
+        GENERATED = "generated", "sampling: answer shown for approval"
+        ANSWERED = "answered"
+        REFUSED = "refused", "refused (invalid request, or the user rejected it)"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired", "expired (the call's time ran out)"
+
+    OPEN = (Status.PENDING, Status.GENERATING, Status.GENERATED)
+
+    class Protocol(models.TextChoices):
+        LEGACY = "legacy", "server-to-client request (a worker waits)"
+        INPUT_REQUIRED = "input_required", "multi round-trip input (2026-07-28; the call rests)"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tool_call = models.ForeignKey(ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="server_requests")
+    server = models.ForeignKey(Server, null=True, on_delete=models.SET_NULL, related_name="server_requests")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    method = models.CharField(max_length=60, help_text="The JSON-RPC method, e.g. elicitation/create.")
+    mode = models.CharField(max_length=10, blank=True, help_text="Elicitation: form or url.")
+    protocol = models.CharField(max_length=16, choices=Protocol.choices, default=Protocol.LEGACY)
+    rpc_id = models.CharField(max_length=100, blank=True, help_text="The server's JSON-RPC id of the request (legacy).")
+    round = models.PositiveSmallIntegerField(default=0, help_text="Multi round-trip input: which round asked it.")
+    input_key = models.CharField(max_length=200, blank=True, help_text="Multi round-trip input: its key in inputRequests.")
+    params = models.JSONField(default=dict, help_text="The request's params as the server sent them.")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, db_index=True)
+    action = models.CharField(max_length=10, blank=True, help_text="Elicitation: accept, decline or cancel.")
+    answer = models.JSONField(null=True, blank=True, help_text="What the user submitted (form content, approved messages, model).")
+    response = models.JSONField(null=True, blank=True, help_text="What went back to the server: a result, or an error.")
+    error = models.TextField(blank=True)
+    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="When the waiting call gives up.")
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ServerRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.method} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN
+
+
+class ServerLogMessage(models.Model):
+    """A `notifications/message` from a server, kept with the call it arrived during (if any)."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="log_messages")
+    tool_call = models.ForeignKey(ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="log_messages")
+    level = models.CharField(max_length=10, choices=LogLevel.choices)
+    logger = models.CharField(max_length=200, blank=True)
+    data = models.JSONField(null=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]

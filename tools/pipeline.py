@@ -9,26 +9,26 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
-from datetime import timedelta
 from typing import Any
 
 import jsonschema
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, close_old_connections, transaction
+from django.db.models import F, JSONField, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from inspector.events import publish
+from tools import deadlines, events, remote, tokens
+from tools.connection import CallTimeout
+from tools.url_secrets import redact
 from tools.models import Projection, Server, Tool, ToolCall, ToolResult
-from tools.projection import Outcome, approx_tokens, json_size, project
+from tools.projection import Outcome, project
 
 log = logging.getLogger(__name__)
 
 
-def validate_output(tool: Tool | None, raw: dict[str, Any]) -> tuple[bool | None, str]:
+def validate_output(schema: dict | None, raw: dict[str, Any]) -> tuple[bool | None, str]:
     """Check structuredContent against the tool's outputSchema; a failure is recorded, never fatal."""
-    schema = tool.output_schema if tool else None
     if not schema or raw.get("isError"):
         return None, ""
     if "structuredContent" not in raw:
@@ -51,109 +51,197 @@ class CallInProgress(Exception):
         self.retry_in = retry_in
 
 
+def _tool_field(field: str, output_field=None) -> Subquery:
+    tools = Tool.objects.filter(server_id=OuterRef("server_id"), name=OuterRef("tool_name")).values(field)[:1]
+    return Subquery(tools, output_field=output_field) if output_field is not None else Subquery(tools)
+
+
+def _load(tool_call_id) -> ToolCall | None:
+    """The call, its server and what the pipeline needs of its tool, in one query."""
+    return (
+        ToolCall.objects.select_related("server")
+        .annotate(
+            tool_is_app=_tool_field("is_app"),
+            tool_policy=_tool_field("projection_policy"),
+            tool_output_schema=_tool_field("output_schema", JSONField()),
+            conversation_model=F("conversation__model"),
+        )
+        .filter(pk=tool_call_id)
+        .first()
+    )
+
+
+def token_model(call: ToolCall) -> str:
+    """The model whose tokenizer counts this call's tokens: its conversation's, else TOKEN_COUNT_MODEL."""
+    return call.conversation_model or tokens.default_model()
+
+
 def _claim(tool_call_id) -> ToolCall | None:
     """Mark the call running, unless it is finished or another delivery is running it right now.
 
-    A second delivery inside the lease raises CallInProgress, and the task retries after the
-    lease: if the first delivery's worker died meanwhile, the retry takes the call over.
+    The claim is one conditional UPDATE (queued, or running past its deadline), so two
+    deliveries can never both win; it also sets the call's deadline (tools/deadlines.py). A
+    second delivery before the deadline raises CallInProgress and the task retries: if the first
+    delivery's worker died meanwhile, a retry after the deadline takes the call over.
     """
-    with transaction.atomic():
-        call = ToolCall.objects.select_for_update(of=("self",)).select_related("server").filter(pk=tool_call_id).first()
-        if call is None:
-            log.warning("tool call %s does not exist", tool_call_id)
-            return None
-        if Projection.objects.filter(tool_call_id=call.pk).exists() or call.is_final:
-            return None
-        lease = timedelta(seconds=settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT + 30)
-        if call.status == ToolCall.Status.RUNNING and call.started_at and timezone.now() - call.started_at < lease:
-            remaining = (lease - (timezone.now() - call.started_at)).total_seconds()
-            raise CallInProgress(min(max(remaining, 0.5), 5.0))
-        call.status = ToolCall.Status.RUNNING
-        call.started_at = timezone.now()
-        call.save(update_fields=["status", "started_at"])
+    now = timezone.now()
+    claimable = Q(status=ToolCall.Status.QUEUED) | deadlines.expired(now)
+    won = ToolCall.objects.filter(claimable, pk=tool_call_id).update(
+        status=ToolCall.Status.RUNNING, started_at=now, attempts=F("attempts") + 1,
+        deadline_at=deadlines.deadline_on_claim(now),
+    )
+    call = _load(tool_call_id)
+    if call is None:
+        log.warning("tool call %s does not exist", tool_call_id)
+        return None
+    if won:
+        # Its result rows are written with the final status, so a call just claimed has none:
+        # said here, serialising it for the "running" event reads nothing more.
+        ToolCall.full_result.related.set_cached_value(call, None)
+        ToolCall.projection.related.set_cached_value(call, None)
         return call
+    if call.status == ToolCall.Status.RUNNING and call.started_at:
+        deadline = call.deadline_at or call.started_at + deadlines.legacy_lease()
+        remaining = (deadline - now).total_seconds()
+        raise CallInProgress(min(max(remaining, 0.5), 5.0))
+    return None  # finished, or cancelled before it started
 
 
-def _finish(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, tool: Tool | None, error: str = "") -> bool:
-    """Write the full row, the projection row and the final status in one transaction."""
-    schema_valid, schema_error = validate_output(tool, raw) if raw is not None else (None, "")
+RUNNING_ONLY = (ToolCall.Status.RUNNING,)
+
+
+def _measure(call: ToolCall, raw: dict) -> tuple[int, int]:
+    """(bytes, tokens) of the full result, from one serialisation of it."""
+    text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode()), tokens.estimate(text, token_model(call))
+
+
+def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, schema: tuple[bool | None, str],
+                size: tuple[int, int], error: str, ending: tuple[str, ...]) -> bool:
     now = timezone.now()
     with transaction.atomic():
-        locked = ToolCall.objects.select_for_update().get(pk=call.pk)
-        if Projection.objects.filter(tool_call_id=call.pk).exists():
+        current = ToolCall.objects.select_for_update().filter(pk=call.pk).values("status", "error", "started_at").first()
+        if current is None:
             return False
-        if locked.status == ToolCall.Status.CANCELLED:
+        if current["status"] == ToolCall.Status.CANCELLED:
+            if Projection.objects.filter(tool_call_id=call.pk).exists():
+                return False
             # The result is kept as evidence, but the model is told what the user did.
-            status, error = ToolCall.Status.CANCELLED, locked.error
+            status, error = ToolCall.Status.CANCELLED, current["error"]
             note = "The user cancelled this tool call; its result was not used."
             outcome = Outcome(payload={"content": [{"type": "text", "text": note}], "isError": True}, text=note,
                               policy="cancelled", removed=[{"path": "(all)", "reason": "cancelled by the user"}])
+        elif current["status"] not in ending:
+            return False  # finished by another delivery, or ended by the sweep
+        full = None
         if raw is not None:
-            ToolResult.objects.create(
-                tool_call=call, raw=raw, size_bytes=json_size(raw), tokens=approx_tokens(json.dumps(raw, ensure_ascii=False)),
-                schema_valid=schema_valid, schema_error=schema_error,
+            full = ToolResult.objects.create(
+                tool_call=call, raw=raw, size_bytes=size[0], tokens=size[1], schema_valid=schema[0], schema_error=schema[1],
             )
-        Projection.objects.create(
+        projection = Projection.objects.create(
             tool_call=call, payload=outcome.payload, text=outcome.text, policy=outcome.policy, removed=outcome.removed,
             truncated=outcome.truncated, size_bytes=outcome.size_bytes, tokens=outcome.tokens,
         )
-        started = locked.started_at or now
-        ToolCall.objects.filter(pk=call.pk).update(
-            status=status, error=error, finished_at=now, duration_ms=round((now - started).total_seconds() * 1000, 2)
-        )
-        transaction.on_commit(lambda: publish_result(call.pk))
+        started = current["started_at"] or now
+        duration = round((now - started).total_seconds() * 1000, 2)
+        ToolCall.objects.filter(pk=call.pk).update(status=status, error=error, finished_at=now, duration_ms=duration)
+        # What is published is what was just written: no second read.
+        call.status, call.error, call.finished_at, call.duration_ms = status, error, now, duration
+        if full is not None:
+            call.full_result = full
+        call.projection = projection
+        transaction.on_commit(lambda: publish_result(call))
     return True
 
 
-_URL_SECRETS = re.compile(r"(?P<scheme>https?://)(?:[^/@\s]+@)?(?P<rest>[^\s?#]*)(?:\?[^\s#]*)?")
+FINISH_ATTEMPTS = 5
 
 
-def redact(message: str) -> str:
-    """Error text without URL credentials or query strings (tokens often travel there)."""
-    return _URL_SECRETS.sub(lambda m: m["scheme"] + m["rest"], message)
+def _finish(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, error: str = "",
+            ending: tuple[str, ...] = RUNNING_ONLY) -> bool:
+    """Write the full row, the projection row and the final status in one transaction.
+
+    A database error here (SQLite "database is locked", a dropped PostgreSQL connection) is
+    retried with backoff: the result is in hand and must not be lost. If the database stays
+    unusable the error propagates, the task is retried, and the sweep ends the call at its
+    deadline whatever happens.
+    """
+    schema = validate_output(call.tool_output_schema, raw) if raw is not None else (None, "")
+    size = _measure(call, raw) if raw is not None else (0, 0)
+    for attempt in range(FINISH_ATTEMPTS):
+        try:
+            return _write_rows(call, status, outcome, raw, schema, size, error, ending)
+        except IntegrityError:
+            return False  # another delivery wrote the rows first
+        except (OperationalError, InterfaceError) as exc:
+            if attempt == FINISH_ATTEMPTS - 1:
+                raise
+            log.warning("storing the result of tool call %s failed (%s); retrying", call.pk, exc)
+            close_old_connections()
+            time.sleep(0.2 * 2**attempt)
+    return False
 
 
-def _failure_outcome(call: ToolCall, status: str, message: str) -> Outcome:
+def failure_outcome(status: str, message: str) -> Outcome:
+    """What the model is told of a call that ended without a result."""
     # The model gets the first line only: a server's stderr tail is for the people debugging it.
     first_line = redact(message).strip().splitlines()[0] if message.strip() else "no details"
     text = f"Tool call {'timed out' if status == ToolCall.Status.TIMED_OUT else 'failed'}: {first_line}"
     return Outcome(payload={"content": [{"type": "text", "text": text}], "isError": True}, text=text, policy="error")
 
 
+MAX_ATTEMPTS = 3
+
+
+def end_call(tool_call_id, status: str, message: str) -> bool:
+    """End a queued or running call that cannot finish by itself (the sweep), exactly as a
+    failed call ends: a projection telling the model why, the status, and the event."""
+    call = _load(tool_call_id)
+    if call is None:
+        return False
+    outcome = failure_outcome(status, message)
+    return _finish(call, status, outcome, None, message, ending=(ToolCall.Status.QUEUED, ToolCall.Status.RUNNING))
+
+
 def execute(tool_call_id) -> str:
     """Run the call through the worker's warm connection pool. Returns the final status."""
-    from tools import remote
-    from tools.connection import CallTimeout
+    from tools import live_calls
 
     call = _claim(tool_call_id)
     if call is None:
         return "skipped"
     publish_status(call)
     server: Server | None = call.server
-    # The server comes along: a server deleted mid-call must not break the policy lookup below.
-    tool = Tool.objects.filter(server=server, name=call.tool_name).select_related("server").first() if server else None
-    timeout = settings.MCP_CALL_TIMEOUT
+    timeout, hard_max = deadlines.call_timeout(call), deadlines.max_timeout()
     started = time.monotonic()
     try:
         if server is None:
             raise RuntimeError(f"The server “{call.server_name}” was deleted.")
         if not server.enabled:
             raise RuntimeError(f"The server “{server.name}” is disabled.")
-        raw = remote.run(server, lambda conn: conn.call_tool(call.tool_name, call.arguments or {}, timeout), timeout=timeout + settings.MCP_CONNECT_TIMEOUT + 5)
+        if call.attempts > MAX_ATTEMPTS:
+            raise RuntimeError(f"Gave up after {MAX_ATTEMPTS} attempts: the worker running this call stopped each time.")
+        # Progress can keep the call going up to the hard maximum: the outer bound allows it.
+        raw = remote.run(server, lambda conn: live_calls.call(conn, call, timeout, hard_max),
+                         timeout=max(timeout, hard_max) + settings.MCP_CONNECT_TIMEOUT + 5)
+    except live_calls.Cancelled as exc:
+        # The row already says `cancelled` (set by whoever cancelled it): the note for the model is written here.
+        _finish(call, ToolCall.Status.CANCELLED, failure_outcome(ToolCall.Status.CANCELLED, str(exc)), None, str(exc))
+        return ToolCall.Status.CANCELLED
     except (CallTimeout, TimeoutError) as exc:
         message = redact(str(exc)) or f"no answer within {timeout:g} s"
-        _finish(call, ToolCall.Status.TIMED_OUT, _failure_outcome(call, ToolCall.Status.TIMED_OUT, message), None, tool, message)
+        _finish(call, ToolCall.Status.TIMED_OUT, failure_outcome(ToolCall.Status.TIMED_OUT, message), None, message)
         return ToolCall.Status.TIMED_OUT
     except Exception as exc:  # noqa: BLE001 - any failure must end the call with a clear error
         message = redact(str(exc)) or exc.__class__.__name__
         log.info("tool call %s failed after %.0f ms: %s", call.pk, (time.monotonic() - started) * 1000, message)
-        _finish(call, ToolCall.Status.FAILED, _failure_outcome(call, ToolCall.Status.FAILED, message), None, tool, message)
+        _finish(call, ToolCall.Status.FAILED, failure_outcome(ToolCall.Status.FAILED, message), None, message)
         return ToolCall.Status.FAILED
 
-    policy = tool.effective_policy() if tool else server.projection_policy
-    is_app = bool(tool and tool.is_app) or call.is_app
+    policy = call.tool_policy or server.projection_policy
+    is_app = bool(call.tool_is_app) or call.is_app
     try:
-        outcome = project(raw, is_app=is_app, policy=policy, token_cap=settings.PROJECTION_TOKEN_CAP)
+        outcome = project(raw, is_app=is_app, policy=policy, token_cap=settings.PROJECTION_TOKEN_CAP, model=token_model(call))
     except Exception as exc:  # noqa: BLE001 - never lose a result because it cannot be projected
         log.exception("projection failed for tool call %s", call.pk)
         text = f"The tool returned a result that could not be prepared for the model ({exc.__class__.__name__})."
@@ -161,56 +249,16 @@ def execute(tool_call_id) -> str:
                           removed=[{"path": "(all)", "reason": f"projection failed: {exc}"}])
     status = ToolCall.Status.FAILED if raw.get("isError") else ToolCall.Status.SUCCEEDED
     error = outcome.text if raw.get("isError") else ""
-    _finish(call, status, outcome, raw, tool, error)
+    _finish(call, status, outcome, raw, error)
     return status
 
 
-def groups_for(call: ToolCall) -> list[str]:
-    groups = [f"toolcall.{call.pk}"]
-    if call.conversation_id:
-        groups.append(f"conversation.{call.conversation_id}")
-    return groups
-
-
 def publish_status(call: ToolCall) -> None:
-    event = {"type": "tool_call.status", "tool_call_id": str(call.pk), "status": call.status}
-    for group in groups_for(call):
-        publish(group, event)
+    """Tell pages the call is running (from the claimed row in hand: no second read)."""
+    events.publish_loaded_tool_call(events.TOOL_CALL_STATUS, call)
 
 
-def publish_result(tool_call_id) -> None:
-    """Send the FULL result (structuredContent and _meta included) to browsers and widgets."""
-    call = ToolCall.objects.select_related("full_result", "projection").get(pk=tool_call_id)
-    event = {"type": "tool_call.result", **result_event(call)}
-    for group in groups_for(call):
-        publish(group, event)
-
-
-def result_event(call: ToolCall) -> dict[str, Any]:
-    """The shape both the live event and the catch-up API use for a finished call."""
-    try:
-        full = call.full_result
-    except ToolResult.DoesNotExist:
-        full = None
-    try:
-        proj = call.projection
-    except Projection.DoesNotExist:
-        proj = None
-    from tools.models import embedded_ui_resource
-
-    return {
-        "tool_call_id": str(call.pk),
-        "has_view": call.is_app or embedded_ui_resource(full.raw if full else None) is not None,
-        "status": call.status,
-        "error": call.error,
-        "duration_ms": call.duration_ms,
-        "result": full.raw if full else None,
-        "schema_valid": full.schema_valid if full else None,
-        "schema_error": full.schema_error if full else "",
-        "tokens_full": full.tokens if full else 0,
-        "projection": (
-            {"text": proj.text, "payload": proj.payload, "policy": proj.policy, "removed": proj.removed,
-             "truncated": proj.truncated, "tokens": proj.tokens}
-            if proj else None
-        ),
-    }
+def publish_result(call: ToolCall) -> None:
+    """Tell pages the call ended: a small summary of the rows just written (no second read);
+    the full result goes over HTTP."""
+    events.publish_loaded_tool_call(events.TOOL_CALL_RESULT, call)

@@ -21,7 +21,9 @@ Callbacks (``on_frame(config, direction, message, at)``,
 called **on the pool's loop thread**, synchronously, while the transport is
 reading. Keep them fast and thread-safe (e.g. append to a queue); never call
 ``pool.run`` from inside one. They are read at call time, so they can be
-assigned after the pool exists.
+assigned after the pool exists. ``on_server_request(config, method, params, tag)``
+is different: async, awaited on the loop for what a server asks of the client
+(see ``Connection``), read when a connection opens.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ T = TypeVar("T")
 FrameHook = Callable[[ServerConfig, str, dict[str, Any], float], None]
 NotificationHook = Callable[[ServerConfig, str, dict[str, Any]], None]
 StderrHook = Callable[[ServerConfig, str], None]
+ServerRequestPoolHook = Callable[[ServerConfig, str, dict[str, Any], Any], Awaitable[dict[str, Any]]]
 
 _SYNC_MARGIN = 15.0  # extra wait in the calling thread beyond the loop-side budget
 _ADMIN_TIMEOUT = 20.0  # drop/close_all: enough for several stdio shutdowns
@@ -77,6 +80,7 @@ class Pool:
         on_frame: FrameHook | None = None,
         on_notification: NotificationHook | None = None,
         on_stderr: StderrHook | None = None,
+        on_server_request: ServerRequestPoolHook | None = None,
         idle_timeout: float = 300.0,
         backoff_min: float = 0.5,
         backoff_max: float = 30.0,
@@ -85,6 +89,8 @@ class Pool:
         self.on_frame = on_frame
         self.on_notification = on_notification
         self.on_stderr = on_stderr
+        # Async, awaited on the loop (see Connection.on_server_request); read when a connection opens.
+        self.on_server_request = on_server_request
         self.idle_timeout = idle_timeout
         self.backoff_min = backoff_min
         self.backoff_max = backoff_max
@@ -250,6 +256,7 @@ class Pool:
                 on_frame=lambda d, m, at: self._hook(self.on_frame, config, d, m, at),
                 on_notification=lambda method, params: self._hook(self.on_notification, config, method, params),
                 on_stderr=lambda line: self._hook(self.on_stderr, config, line),
+                on_server_request=self._server_request_hook(config),
             )
             try:
                 await connection.connect()
@@ -277,6 +284,12 @@ class Pool:
                 f"(next attempt in {wait:.1f}s); last error: {failed.last_error}"
             )
         await asyncio.sleep(wait)
+
+    def _server_request_hook(self, config: ServerConfig) -> Any:
+        hook = self.on_server_request
+        if hook is None:
+            return None
+        return lambda method, params, tag: hook(config, method, params, tag)
 
     @staticmethod
     def _hook(hook: Callable[..., None] | None, *args: Any) -> None:

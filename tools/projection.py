@@ -11,32 +11,27 @@ Policies:
 - "content-first" (default): as strict, except that when `content` is empty the
   `structuredContent` is serialised as text. Never both.
 - "forward-all": the whole result as JSON, for people debugging what a model would do with it.
-Every policy: error results keep their text; the text is capped at `token_cap` tokens with an
-explicit note saying how much was cut; never an empty message.
+Every policy: error results keep their text; the text is capped at `token_cap` tokens of the
+conversation's model, counted by litellm's own tokenizer for it (tools/tokens.py), with an explicit
+note saying how much was cut; never an empty message. When the text is cut, the payload holds the
+cut text too: the projection row stores what the model was sent, not the 40 MB it was cut from.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from tools import tokens
 
 APP_POLICY = "app"
 POLICIES = ("content-first", "strict", "forward-all")
 
 APP_VIEW_NOTE = "The result was shown to the user as an interactive view."
 EMPTY_NOTE = "The tool returned no content."
-
-
-def approx_tokens(text: str) -> int:
-    """A provider-independent estimate (about four characters a token); good enough to compare sizes."""
-    return math.ceil(len(text) / 4)
-
-
-def json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 @dataclass(frozen=True)
@@ -46,14 +41,16 @@ class Outcome:
     policy: str
     removed: list[dict[str, str]] = field(default_factory=list)
     truncated: bool = False
+    model: str = ""  # whose tokenizer counts `tokens` ("" = settings.TOKEN_COUNT_MODEL)
 
     @property
     def size_bytes(self) -> int:
         return len(self.text.encode())
 
-    @property
+    @cached_property
     def tokens(self) -> int:
-        return approx_tokens(self.text)
+        """What the text costs the model, by its real tokenizer (estimated only beyond tokens.EXACT_LIMIT_CHARS)."""
+        return tokens.estimate(self.text, self.model or None)
 
 
 def _strip_meta(value: Any, path: str, removed: list[dict[str, str]]) -> Any:
@@ -71,7 +68,8 @@ def _strip_meta(value: Any, path: str, removed: list[dict[str, str]]) -> Any:
     return value
 
 
-def _is_ui_resource(block: dict) -> bool:
+def is_ui_resource(block: dict) -> bool:
+    """An embedded resource whose URI is `ui://` (MCP-UI HTML: for the browser, never the model)."""
     resource = block.get("resource") if block.get("type") == "resource" else None
     return isinstance(resource, dict) and str(resource.get("uri", "")).startswith("ui://")
 
@@ -101,27 +99,87 @@ def _block_text(block: Any) -> str:
     return json.dumps(block, ensure_ascii=False)
 
 
-def cap_text(text: str, token_cap: int) -> tuple[str, dict[str, str] | None]:
-    if approx_tokens(text) <= token_cap:
-        return text, None
+NOTE = (
+    "\n[truncated: {cut} of {total} characters (about {tokens} tokens) were cut to fit the {cap}-token limit; "
+    "the full result is stored and was shown to the user]"
+)
+# A text is looked at through a window of at most `cap * WINDOW_CHARS_PER_TOKEN` characters first
+# (no real text averages more characters a token), widened for the odd text that does (long runs
+# of spaces) up to MAX_WINDOW_CHARS: a 40 MB text is never tokenised whole just to be cut.
+WINDOW_CHARS_PER_TOKEN = 16
+MAX_WINDOW_CHARS = 2_000_000
+
+
+def _longest_prefix_within(text: str, budget: int, model: str | None, known: int) -> tuple[int, int]:
+    """A k (and its count) with count(text[:k]) <= budget, as large as it gets within budget // 1000 tokens.
+
+    `known` is count(text), over the budget. Interpolation on the (nearly linear) count, with a
+    bisection step whenever it stops halving the bracket: a cut costs a handful of counts.
+    """
+    lo, lo_count, hi, hi_count = 0, 0, len(text), known
+    slack = budget // 1000
+    slow = 0
+    while hi - lo > 1 and budget - lo_count > slack:
+        if slow >= 2:
+            k = (lo + hi) // 2
+        else:
+            k = lo + (hi - lo) * (budget - lo_count) // max(hi_count - lo_count, 1)
+        k = min(max(k, lo + 1), hi - 1)
+        width = hi - lo
+        n = tokens.count(text[:k], model)
+        if n <= budget:
+            lo, lo_count = k, n
+        else:
+            hi, hi_count = k, n
+        slow = slow + 1 if hi - lo > width // 2 else 0
+    return lo, lo_count
+
+
+def cap_text(text: str, token_cap: int, model: str | None = None) -> tuple[str, dict[str, str] | None]:
+    """`text` if it fits in `token_cap` real tokens of `model`; else a prefix plus a note saying what was cut.
+
+    The result, note included, is at most `max(token_cap, 1)` tokens by litellm's counter for `model`.
+    """
+    cap = max(token_cap, 1)
     total = len(text)
-    budget = max(token_cap, 1) * 4
-    note_room = 200
-    keep = max(budget - note_room, 0)
-    cut = total - keep
-    note = (
-        f"\n[truncated: {cut} of {total} characters (about {approx_tokens(text) - approx_tokens(text[:keep])} tokens) "
-        f"were cut to fit the {token_cap}-token limit; the full result is stored and was shown to the user]"
-    )
-    if len(note) > budget:
-        # A cap too small for the full note still says what happened, in as few characters as it allows.
-        note = f"[truncated {total} chars]"[:budget]
-        keep, cut = 0, total
-    return text[:keep] + note, {"path": "text", "reason": f"truncated {cut} of {total} characters"}
+    window = min(total, cap * WINDOW_CHARS_PER_TOKEN + 1024)
+    head_count = tokens.count(text[:window], model)
+    while head_count <= cap and window < min(total, MAX_WINDOW_CHARS):
+        window = min(total, window * 4, MAX_WINDOW_CHARS)
+        head_count = tokens.count(text[:window], model)
+    if window == total and head_count <= cap:
+        return text, None
+    head = text[:window]
+    total_tokens = head_count if window == total else tokens.estimate(text, model, exact_limit=window)
+
+    longest_note = NOTE.format(cut=total, total=total, tokens=total_tokens, cap=token_cap)
+    budget = cap - tokens.count(longest_note, model)
+    if budget > 0:
+        keep, kept_tokens = (window, head_count) if head_count <= budget else _longest_prefix_within(head, budget, model, head_count)
+        while True:
+            note = NOTE.format(cut=total - keep, total=total, tokens=max(total_tokens - kept_tokens, 1), cap=token_cap)
+            capped = text[:keep] + note
+            # Tokens can merge across the seam: shorten until the whole is within the cap.
+            if tokens.count(capped, model) <= cap or keep == 0:
+                break
+            keep = max(keep - max(keep // 100, 1), 0)
+            kept_tokens = tokens.count(text[:keep], model)
+        if keep > 0 or tokens.count(capped, model) <= cap:
+            return capped, {"path": "text", "reason": f"truncated {total - keep} of {total} characters"}
+    # A cap too small for the full note still says what happened, in as few tokens as it allows.
+    short = f"[truncated {total} chars]"
+    while len(short) > 1 and tokens.count(short, model) > cap:
+        short = short[:-1]
+    return short, {"path": "text", "reason": f"truncated {total} of {total} characters"}
 
 
-def project(result: dict[str, Any], *, is_app: bool, policy: str = "content-first", token_cap: int = 8000) -> Outcome:
-    """Compute what the model sees of `result`. Never mutates `result`."""
+def project(
+    result: dict[str, Any], *, is_app: bool, policy: str = "content-first", token_cap: int = 8000, model: str | None = None
+) -> Outcome:
+    """Compute what the model sees of `result`, capped in `model`'s tokens. Never mutates `result`.
+
+    Pure: the same inputs give the same Outcome (the counting model is an input, not a lookup).
+    """
     if policy not in POLICIES:
         raise ValueError(f"unknown projection policy {policy!r}; expected one of {', '.join(POLICIES)}")
     if not isinstance(result, dict):
@@ -140,7 +198,7 @@ def project(result: dict[str, Any], *, is_app: bool, policy: str = "content-firs
             removed.append({"path": "content", "reason": "not a list of content blocks"})
         blocks: list[Any] = []
         for i, block in enumerate(content):
-            if isinstance(block, dict) and _is_ui_resource(block):
+            if isinstance(block, dict) and is_ui_resource(block):
                 uri = block["resource"]["uri"]
                 removed.append({"path": f"content[{i}]", "reason": f"interactive view {uri} replaced by a note"})
                 blocks.append({"type": "text", "text": f"[Interactive view {uri} was shown to the user.]"})
@@ -172,7 +230,7 @@ def project(result: dict[str, Any], *, is_app: bool, policy: str = "content-firs
         if is_error:
             payload["isError"] = True
         text = "\n".join(t for t in (_block_text(b) for b in blocks) if t)
-        if is_error and text:
+        if is_error and text.strip():  # a blank error text gets the "without a message" note below
             text = f"Tool error: {text}"
 
     if not text.strip():
@@ -182,7 +240,11 @@ def project(result: dict[str, Any], *, is_app: bool, policy: str = "content-firs
             text = APP_VIEW_NOTE
         else:
             text = EMPTY_NOTE
-    text, cut = cap_text(text, token_cap)
+    text, cut = cap_text(text, token_cap, model)
     if cut:
         removed.append(cut)
-    return Outcome(payload=payload, text=text, policy=applied, removed=removed, truncated=cut is not None)
+        # The model gets the cut text: the stored payload is that, not the blocks it was cut from.
+        payload = {"content": [{"type": "text", "text": text}]}
+        if is_error:
+            payload["isError"] = True
+    return Outcome(payload=payload, text=text, policy=applied, removed=removed, truncated=cut is not None, model=model or "")

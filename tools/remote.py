@@ -17,6 +17,7 @@ from tools.connection import CallTimeout, Connection, ConnectionFailed
 from tools.models import Server, Tool
 from tools.pool import Pool, get_pool
 from tools.rpclog import recorder
+from tools.url_secrets import redact
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,8 +36,6 @@ def _on_notification(config, method: str, params: dict) -> None:
 
 
 def _list_changed(server_id: int, what: str) -> None:
-    from inspector.events import publish
-
     close_old_connections()
     try:
         server = Server.objects.get(pk=server_id)
@@ -46,7 +45,6 @@ def _list_changed(server_id: int, what: str) -> None:
             from tools.models import UiResource
 
             UiResource.objects.filter(server=server).delete()
-        publish(f"server.{server_id}", {"type": "server.list_changed", "what": what, "server_id": server_id})
     except Exception:  # noqa: BLE001
         log.exception("refresh after %s list_changed failed for server %s", what, server_id)
     finally:
@@ -54,7 +52,10 @@ def _list_changed(server_id: int, what: str) -> None:
 
 
 def pool() -> Pool:
-    return get_pool(on_frame=recorder(), on_notification=_on_notification, idle_timeout=settings.MCP_IDLE_TIMEOUT)
+    from tools.server_requests import handle
+
+    return get_pool(on_frame=recorder(), on_notification=_on_notification, on_server_request=handle,
+                    idle_timeout=settings.MCP_IDLE_TIMEOUT)
 
 
 def run(server: Server, fn: Callable[[Connection], Awaitable[T]], timeout: float | None = None) -> T:
@@ -64,8 +65,6 @@ def run(server: Server, fn: Callable[[Connection], Awaitable[T]], timeout: float
         result = pool().run(config, fn, timeout=timeout or (settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT))
     except (ConnectionFailed, CallTimeout, TimeoutError) as exc:
         # Only the connection's health goes on the server; a JSON-RPC error answer is the request's.
-        from tools.pipeline import redact
-
         Server.objects.filter(pk=server.pk).update(last_error=redact(str(exc)) or exc.__class__.__name__)
         raise
     return result

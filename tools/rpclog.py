@@ -7,17 +7,18 @@ connection of the process, so they are queued and written in batches by one thre
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import queue
 import threading
 from typing import Any
 
-from django.db import close_old_connections
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections
+
+from tools.events import RPC_LOG_GROUP as LOG_GROUP
+from tools.frames import for_storage
 
 log = logging.getLogger(__name__)
-
-LOG_GROUP = "rpclog"
 
 
 def describe(message: dict[str, Any]) -> tuple[str, str, str]:
@@ -31,6 +32,20 @@ def describe(message: dict[str, Any]) -> tuple[str, str, str]:
     else:
         kind = "response"
     return kind, method, "" if rpc_id is None else str(rpc_id)
+
+
+VERSION_PROBE_METHOD = "server/discover"
+VERSION_PROBE_LABEL = "version probe — server uses the initialize handshake"
+
+
+def is_version_probe(method: str, kind: str) -> bool:
+    """An error answer to `server/discover` is not a fault of the server.
+
+    The client first probes for the 2026-07-28 protocol; older servers answer -32601 (method not
+    found) and the client falls back to the initialize handshake. The log shows that row muted
+    and labelled, not as a red error. (static/js/rpc-log.js applies the same rule to live rows.)
+    """
+    return method == VERSION_PROBE_METHOD and kind == "error"
 
 
 class FrameRecorder:
@@ -83,14 +98,23 @@ class FrameRecorder:
                 request_dir = "out" if direction == "in" else "in"
                 method, started = self.pending.pop((key, request_dir, rpc_id), (method, None))
                 latency = round((at - started) * 1000, 2) if started else None
+            payload, size, truncated = for_storage(message, settings.RPC_FRAME_MAX_BYTES)
             rows.append(
                 RpcFrame(
                     server_id=int(key), direction=direction, method=method, rpc_id=rpc_id, kind=kind,
-                    payload=message, size_bytes=len(json.dumps(message)), latency_ms=latency,
+                    payload=payload, size_bytes=size, truncated=truncated, latency_ms=latency,
                     at=dt.datetime.fromtimestamp(at, tz=dt.timezone.utc),
                 )
             )
-        RpcFrame.objects.bulk_create(rows)
+        try:
+            RpcFrame.objects.bulk_create(rows)
+        except IntegrityError:
+            # A server deleted while its connection still talked (its closing frames): drop its frames.
+            from tools.models import Server
+
+            alive = set(Server.objects.filter(pk__in={r.server_id for r in rows}).values_list("pk", flat=True))
+            rows = [r for r in rows if r.server_id in alive]
+            RpcFrame.objects.bulk_create(rows)
         publish(LOG_GROUP, {"type": "rpc.frames", "frames": [row.as_event() for row in rows]})
         close_old_connections()
 

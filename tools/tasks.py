@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 
 from tools import pipeline
 from tools.models import Server
+from tools.url_secrets import redact
 
 
 @shared_task(name="tools.tasks.execute_tool_call", bind=True, max_retries=None)
@@ -21,7 +23,10 @@ def execute_tool_call(self, tool_call_id: str) -> str:
 
 
 def _error(exc: Exception) -> dict[str, Any]:
-    return {"ok": False, "error": pipeline.redact(str(exc)) or exc.__class__.__name__}
+    from tools.connection import RemoteError
+
+    # `refused`: the server answered with a JSON-RPC error (the request was wrong, not the server).
+    return {"ok": False, "error": redact(str(exc)) or exc.__class__.__name__, "refused": isinstance(exc, RemoteError)}
 
 
 @shared_task(name="tools.tasks.server_action", acks_late=False)
@@ -58,6 +63,10 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
             return {"ok": True, "prompts": remote.run(server, lambda conn: conn.list_prompts())}
         if action == "get_prompt":
             return {"ok": True, "result": remote.run(server, lambda conn: conn.get_prompt(params["name"], params.get("arguments") or {}))}
+        if action == "complete":
+            result = remote.run(server, lambda conn: conn.complete(params["ref"], params["argument"], params["value"],
+                                                                   params.get("context"), timeout=settings.COMPLETION_TIMEOUT))
+            return {"ok": True, "result": result}
         return {"ok": False, "error": f"Unknown action {action!r}."}
     except Exception as exc:  # noqa: BLE001 - shown to the person who asked
         return _error(exc)

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from inspector.api import ApiError
-from tools import config_file
+from tools import config_file, rpclog
 from tools.api import editable_server, tool_json, visible_server, wait_for_worker
+from tools.deadlines import max_timeout, shown_timeout
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
-from tools.models import RpcFrame, Server, Transport
+from tools.models import RpcFrame, Server
+
+# The session remembers the refresh a save queued, for the server page that follows.
+REFRESH_SESSION_KEY = "server_refresh_pending"
 
 
 def _ask_worker(server: Server, action: str, params: dict | None = None) -> dict:
@@ -27,6 +34,7 @@ def _ask_worker(server: Server, action: str, params: dict | None = None) -> dict
         return {"ok": False, "error": str(exc)}
 
 
+@require_GET
 def server_list(request: HttpRequest) -> HttpResponse:
     servers = Server.objects.visible_to(request.user).select_related("owner")
     return render(request, "tools/server_list.html", {"servers": servers})
@@ -43,29 +51,33 @@ def _form_page(request: HttpRequest, instance: Server | None) -> HttpResponse:
             server = form.save(commit=False)
             if instance is None:
                 server.owner = request.user
+            if server.enabled:
+                # The old error is about the old settings; the refresh below writes a new one.
+                server.last_error = ""
             server.save()
             if server.enabled:
                 from tools.tasks import server_action
 
+                request.session[REFRESH_SESSION_KEY] = {"pk": server.pk, "since": timezone.now().isoformat()}
                 server_action.delay(server.pk, "refresh", {"reconnect": True})
-            messages.success(
-                request, f"Saved “{server.name}”; a worker is connecting to it and listing its tools. "
-                "Reload in a moment, or press “Test connection & refresh” to wait for the answer.")
+                messages.success(request, f"Saved “{server.name}”; a worker is connecting to it and listing its tools.")
+            else:
+                messages.success(request, f"Saved “{server.name}” (disabled: not connected).")
             return redirect("server_detail", pk=server.pk)
     else:
         form = ServerForm(instance=instance, user=request.user)
     return render(request, "tools/server_form.html", {"form": form, "server": instance, "stdio_note": STDIO_STAFF_ONLY})
 
 
+@require_http_methods(["GET", "POST"])
 def server_new(request: HttpRequest) -> HttpResponse:
     return _form_page(request, None)
 
 
+@require_http_methods(["GET", "POST"])
 def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         server = editable_server(request, pk)
-        if server.transport == Transport.STDIO and not request.user.is_staff:
-            raise PermissionDenied(STDIO_STAFF_ONLY)
     except PermissionDenied as exc:
         return render(request, "tools/forbidden.html", {"message": str(exc)}, status=403)
     return _form_page(request, server)
@@ -74,9 +86,7 @@ def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
     try:
-        server = editable_server(request, pk)
-        if server.transport == Transport.STDIO and not request.user.is_staff:
-            raise PermissionDenied("Only staff users can delete stdio servers.")
+        server = editable_server(request, pk, doing="delete")
     except PermissionDenied as exc:
         return render(request, "tools/forbidden.html", {"message": str(exc)}, status=403)
     name = server.name
@@ -89,8 +99,6 @@ def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
 def server_toggle(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         server = editable_server(request, pk)
-        if server.transport == Transport.STDIO and not request.user.is_staff:
-            raise PermissionDenied(STDIO_STAFF_ONLY)
     except PermissionDenied as exc:
         return render(request, "tools/forbidden.html", {"message": str(exc)}, status=403)
     server.enabled = not server.enabled
@@ -110,27 +118,48 @@ def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("server_detail", pk=server.pk)
 
 
+@require_GET
 def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
     return render(
         request,
         "tools/server_detail.html",
-        {"server": server, "tools": server.tools.all(), "tab": "overview", "can_edit": server.owner_id == request.user.pk},
+        {"server": server, "tools": server.tools.all(), "tab": "overview", "can_edit": server.owner_id == request.user.pk,
+         "refresh_since": _pending_refresh(request, server), "default_call_timeout": settings.MCP_CALL_TIMEOUT,
+         "max_call_timeout": max_timeout()},
     )
 
 
+def _pending_refresh(request: HttpRequest, server: Server) -> str | None:
+    """When a save just queued a refresh that has not ended yet: its start time, so the page can
+    poll the API and fill in the answer (tools, server info, error) without a reload."""
+    pending = request.session.get(REFRESH_SESSION_KEY)
+    if not pending or pending.get("pk") != server.pk:
+        return None
+    since = datetime.fromisoformat(pending["since"])
+    if server.last_error or (server.last_connected_at and server.last_connected_at >= since):
+        del request.session[REFRESH_SESSION_KEY]
+        return None
+    return pending["since"]
+
+
+@require_GET
 def tool_detail(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     server = visible_server(request, pk)
     tool = get_object_or_404(server.tools, name=name)
     return render(
         request,
         "tools/tool_detail.html",
-        {"server": server, "tool": tool, "tool_json": tool_json(tool), "tab": "tools"},
+        {"server": server, "tool": tool, "tool_json": tool_json(tool), "tab": "tools",
+         "default_timeout": shown_timeout(server), "max_timeout": max_timeout()},
     )
 
 
+@require_GET
 def resources(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
+    if not server.offers("resources"):
+        return render(request, "tools/resources.html", {"server": server, "tab": "resources", "not_offered": True})
     answer = _ask_worker(server, "resources")
     read = None
     uri = request.GET.get("uri", "").strip()
@@ -168,7 +197,9 @@ def _render_content(content: dict) -> dict:
 @require_GET
 def resource_download(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
-    uri = request.GET.get("uri", "")
+    uri = request.GET.get("uri", "").strip()
+    if not uri:
+        return HttpResponse("Give the resource to download: ?uri=<resource URI>.", status=400, content_type="text/plain")
     read = _ask_worker(server, "read_resource", {"uri": uri})
     if not read.get("ok"):
         return HttpResponse(read["error"], status=502, content_type="text/plain")
@@ -184,8 +215,11 @@ def resource_download(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse("The resource has no contents.", status=404, content_type="text/plain")
 
 
+@require_http_methods(["GET", "POST"])
 def prompts(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
+    if not server.offers("prompts"):
+        return render(request, "tools/prompts.html", {"server": server, "tab": "prompts", "not_offered": True})
     answer = _ask_worker(server, "prompts")
     result = None
     args: dict[str, str] = {}
@@ -200,13 +234,17 @@ def prompts(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+@require_GET
 def rpc_log(request: HttpRequest) -> HttpResponse:
     servers = log_servers(request.user)
-    frames = _filtered_frames(request)[:200]
+    frames = list(_filtered_frames(request)[:200])
+    for frame in frames:
+        frame.version_probe = rpclog.is_version_probe(frame.method, frame.kind)
     return render(
         request,
         "tools/rpc_log.html",
-        {"servers": servers, "frames": frames, "filters": request.GET, "methods": _methods(request)},
+        {"servers": servers, "frames": frames, "filters": request.GET, "methods": _methods(request),
+         "server_names": {str(s.pk): s.name for s in servers}, "probe_label": rpclog.VERSION_PROBE_LABEL},
     )
 
 
@@ -226,12 +264,13 @@ def _filtered_frames(request: HttpRequest):
     if request.GET.get("server", "").isdigit():
         frames = frames.filter(server_id=int(request.GET["server"]))
     if request.GET.get("method"):
-        frames = frames.filter(method=request.GET["method"])
+        frames = frames.filter(method=request.GET["method"].replace("\x00", ""))  # PostgreSQL refuses NUL
     if request.GET.get("direction") in ("in", "out"):
         frames = frames.filter(direction=request.GET["direction"])
     return frames.order_by("-at", "-id")
 
 
+@require_GET
 def rpc_log_export(request: HttpRequest) -> JsonResponse:
     frames = [f.as_event() for f in _filtered_frames(request)[:50000]]
     response = JsonResponse({"frames": frames}, json_dumps_params={"indent": 1})

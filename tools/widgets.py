@@ -13,10 +13,12 @@ from typing import Any
 from django.conf import settings
 from django.http import Http404, HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
+from pydantic import Field
 
 from chat.models import ModelContext
-from inspector.api import ApiError, api_view, json_body
-from tools.api import start_tool_call, wait_for_worker
+from inspector.api import ApiError, LenientBody, api_view, parse_body
+from tools.api import wait_for_worker
+from tools.calls import start_tool_call
 from tools.models import Server, Tool, ToolCall, UiResource, embedded_ui_resource
 
 APP_MIME = "text/html;profile=mcp-app"
@@ -74,11 +76,8 @@ def view(request: HttpRequest, pk) -> JsonResponse:
     """The view of a tool call: the tool's ui:// resource, or an MCP-UI resource in its result."""
     call = _call(request, pk)
     tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
-    embedded = None
-    try:
-        embedded = embedded_ui_resource(call.full_result.raw)
-    except ToolCall.full_result.RelatedObjectDoesNotExist:
-        pass
+    result = call.related_or_none("full_result")
+    embedded = embedded_ui_resource(result.raw) if result else None
     if tool and tool.ui_resource_uri:
         resource = fetch_ui_resource(call.server, tool.ui_resource_uri)
         html, mime, meta = resource.html, resource.mime_type, resource.meta
@@ -133,15 +132,30 @@ def _wait_final(call: ToolCall) -> ToolCall:
     raise ApiError("The tool call did not finish in time.", status=504)
 
 
+# Bodies the widget host sends on behalf of a view (MCP Apps params; extra fields are ignored).
+
+class ToolsCallBody(LenientBody):
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | None = None
+
+
+class ReadBody(LenientBody):
+    uri: str = Field(min_length=1)
+
+
+class ModelContextBody(LenientBody):
+    content: list[Any] | None = None
+    structuredContent: Any = None
+    widgetState: Any = None
+    widget_state_flag: Any = Field(default=None, alias="_widgetState")
+
+
 @api_view("POST")
 def tools_call(request: HttpRequest, pk) -> JsonResponse:
     """`tools/call` from a view: own server only, and only tools visible to apps."""
     origin_call = _call(request, pk)
-    body = json_body(request)
-    name = body.get("name")
-    arguments = body.get("arguments") or {}
-    if not isinstance(name, str) or not isinstance(arguments, dict):
-        raise ApiError("Expected {\"name\": string, \"arguments\": object}.")
+    body = parse_body(request, ToolsCallBody)
+    name, arguments = body.name, body.arguments or {}
     tool = Tool.objects.filter(server=origin_call.server, name=name).first()
     if tool is None:
         raise ApiError(f"The view's server has no tool named {name!r}; a view may call only its own server's tools.", status=403)
@@ -153,10 +167,10 @@ def tools_call(request: HttpRequest, pk) -> JsonResponse:
     )
     # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is already enqueued.
     call = _wait_final(call)
-    try:
-        return JsonResponse(call.full_result.raw)
-    except ToolCall.full_result.RelatedObjectDoesNotExist:
-        return JsonResponse({"content": [{"type": "text", "text": call.error or call.status}], "isError": True})
+    result = call.related_or_none("full_result")
+    if result is not None:
+        return JsonResponse(result.raw)
+    return JsonResponse({"content": [{"type": "text", "text": call.error or call.status}], "isError": True})
 
 
 @api_view("POST")
@@ -164,12 +178,11 @@ def resources_read(request: HttpRequest, pk) -> JsonResponse:
     from tools.tasks import server_action
 
     call = _call(request, pk)
-    uri = json_body(request).get("uri")
-    if not isinstance(uri, str) or not uri:
-        raise ApiError("Expected {\"uri\": string}.")
+    uri = parse_body(request, ReadBody).uri
     answer = wait_for_worker(server_action.delay(call.server_id, "read_resource", {"uri": uri}), "resources/read")
     if not answer.get("ok"):
-        raise ApiError(answer["error"], status=502)
+        # A server that refused the view's request (an unknown URI) is the view's mistake: a 4xx.
+        raise ApiError(answer["error"], status=422 if answer.get("refused") else 502)
     return JsonResponse(answer["result"])
 
 
@@ -179,13 +192,10 @@ def model_context(request: HttpRequest, pk) -> JsonResponse:
     call = _call(request, pk)
     if call.conversation_id is None:
         raise ApiError("Model context needs a conversation; this view was opened outside a chat.", status=409)
-    body = json_body(request)
-    content = body.get("content") or []
-    if not isinstance(content, list):
-        raise ApiError("`content` must be a list of content blocks.")
-    fields: dict[str, Any] = {"conversation_id": call.conversation_id, "content": content,
-                              "structured": body.get("structuredContent")}
-    if body.get("widgetState") is not None or body.get("_widgetState"):
-        fields["widget_state"] = body.get("widgetState")
+    body = parse_body(request, ModelContextBody)
+    fields: dict[str, Any] = {"conversation_id": call.conversation_id, "content": body.content or [],
+                              "structured": body.structuredContent}
+    if body.widgetState is not None or body.widget_state_flag:
+        fields["widget_state"] = body.widgetState
     ModelContext.objects.update_or_create(tool_call=call, defaults=fields)
     return JsonResponse({})

@@ -1,7 +1,10 @@
 // MCP App views inside tool cards: fetch the view (a worker reads the ui:// resource), mount it
-// in the double-iframe sandbox, and feed it the FULL result. Requests from the view go back to
-// the server through the tool-call pipeline (origin "widget") and other endpoints of ours.
+// in the double-iframe sandbox, and feed it the FULL result. Events only say a call has a
+// result; the complete CallToolResult is fetched over HTTP before it goes to the view.
+// Requests from the view go back to the server through the tool-call pipeline (origin
+// "widget") and other endpoints of ours.
 import { apiFetch } from "./http.js";
+import { fetchFullResult } from "./tool-result.js";
 import { mountWidget } from "./widget-host.js";
 
 // Tool call id -> entry. A view can be mounted while the model is still writing the call
@@ -64,10 +67,16 @@ function deliver(entry, call) {
     entry.sentInput = true;
     entry.handle.sendToolInput(call.arguments || {});
   }
-  if (call.full && !entry.sentResult) {
-    entry.sentResult = true;
-    entry.handle.sendToolResult(call.full);
-  } else if (!call.full && ["failed", "timed_out", "cancelled"].includes(call.status) && !entry.sentCancel) {
+  if (call.has_result && !entry.sentResult) {
+    entry.sentResult = true;  // before the fetch: a second update must not fetch it again
+    const handle = entry.handle;
+    fetchFullResult(call.id).then((result) => handle.sendToolResult(result)).catch((err) => {
+      entry.sentResult = false;  // the next update of the call tries again
+      const p = document.createElement("p"); p.className = "error";
+      p.textContent = `Could not load the full result for the view: ${err.message}`;
+      entry.slot.append(p);
+    });
+  } else if (!call.has_result && ["failed", "timed_out", "cancelled"].includes(call.status) && !entry.sentCancel) {
     entry.sentCancel = true;
     entry.handle.sendToolCancelled(call.error || call.status);
   }

@@ -1,11 +1,18 @@
 // The chat view: renders stored messages, applies live WebSocket events, mounts App widgets.
 //
-// The database is the source of truth. On every (re)connection the page reloads the
-// conversation over the API and reconciles by id, so it never misses or duplicates a message;
-// live events only fill in between.
+// The database is the source of truth. The first connection loads the newest page of the
+// conversation; every reconnection loads only what came after the last message the page has
+// (`?after=<seq>`), and everything is reconciled by id, so the page never misses or duplicates
+// a message; live events only fill in between. Older messages load on request, page by page.
+//
+// Tool calls have one JSON shape everywhere (tools/events.py): events and the API carry a
+// summary; the full result is fetched over HTTP only when the user opens it (or a view needs it).
 import { apiFetch, liveSocket, pretty } from "./http.js";
-import { renderMarkdown } from "../vendor/markdown.js";
+import { renderChatMarkdown } from "./markdown-images.js";
 import { adoptAppView, mountAppView, unmountAppView } from "./app-view.js";
+import { displayJson, fetchFullResultText, formatBytes } from "./tool-result.js";
+import { appendLog, showProgress, showServerRequest } from "./server-requests.js";
+import { showElapsed } from "./elapsed.js";
 
 const page = JSON.parse(document.getElementById("page-data").textContent);
 const cid = page.conversationId;
@@ -17,6 +24,12 @@ const streamed = new Map();   // LLM tool-call id -> {id, turn, step} while the 
 const endedTurns = new Set();
 let streaming = null;         // {el, text}
 let running = false;
+// The loaded messages are the seqs [oldestSeq, lastSeq] with no gap: a reconnection asks for
+// what came after lastSeq. Live messages move lastSeq on only while they are contiguous
+// (seqs are dense), so an event missed while the socket was away is never skipped.
+let oldestSeq = null, lastSeq = null, hasOlder = false;
+const liveSeqs = new Set();
+const FINAL = new Set(["succeeded", "failed", "timed_out", "cancelled"]);
 
 function el(tag, cls, text) {
   const n = document.createElement(tag);
@@ -42,7 +55,7 @@ function renderMessage(m) {
   node.dataset.id = m.id; node.dataset.seq = m.seq;
   node.append(el("div", "role", m.role));
   const body = el("div", "body");
-  body.innerHTML = renderMarkdown(m.text || "");
+  body.replaceChildren(renderChatMarkdown(m.text || ""));
   node.append(body);
   if (m.role === "assistant" && m.tool_calls?.length && !m.text) node.hidden = true;
   return node;
@@ -72,6 +85,7 @@ function upsertMessage(m) {
     return;
   }
   messages.set(m.id, m);
+  noteSeq(m.seq);
   settleStreamed(m);
   if (m.role === "assistant" && streaming) { streaming.el.remove(); streaming = null; }
   const node = renderMessage(m);
@@ -80,7 +94,13 @@ function upsertMessage(m) {
   scrollDown(m.role === "user");
 }
 
-function onDelta(text, replace) {
+// `offset` is where the piece starts in the step's text: a page that joined mid-stream got a
+// snapshot that may already hold it (the snapshot and the live deltas race).
+function onDelta(text, replace, offset) {
+  if (streaming && !replace && typeof offset === "number" && offset < streaming.text.length) {
+    text = text.slice(streaming.text.length - offset);
+    if (!text) return;
+  }
   if (!streaming) {
     const node = el("div", "msg assistant streaming");
     node.append(el("div", "role", "assistant"), el("div", "body"));
@@ -89,7 +109,7 @@ function onDelta(text, replace) {
     streaming = { el: node, text: "" };
   }
   streaming.text = replace ? text : streaming.text + text;
-  streaming.el.querySelector(".body").innerHTML = renderMarkdown(streaming.text);
+  streaming.el.querySelector(".body").replaceChildren(renderChatMarkdown(streaming.text));
   scrollDown();
 }
 
@@ -106,26 +126,32 @@ function toolCard(id, message) {
     el("span", "duration muted"), el("span", "saved"));
   head.querySelector(".app").hidden = true;
   const toggle = el("span", "toggle");
-  const full = el("button", "active", "Full result"); full.type = "button";
+  const full = el("button", "", "Full result"); full.type = "button";
   const seen = el("button", "", "What the model saw"); seen.type = "button";
   toggle.append(full, seen);
   head.append(toggle);
   const body = el("div", "body");
   const args = el("details", "args"); args.append(el("summary", "", "Arguments"), el("pre", "args-json"));
-  const fullPre = el("pre", "full-json"); const seenPre = el("pre", "projection-text"); seenPre.hidden = true;
+  const fullPre = el("pre", "full-json"); fullPre.hidden = true;
+  const seenPre = el("pre", "projection-text"); seenPre.hidden = true;
   const error = el("p", "error");
-  body.append(args, error, fullPre, seenPre, el("div", "widget-slot"));
+  const progress = el("div", "call-progress"); progress.hidden = true;
+  const requests = el("div", "server-requests"); requests.hidden = true;
+  const logs = el("details", "server-logs"); logs.hidden = true;
+  logs.append(el("summary", "", "Server log"), el("ul"));
+  body.append(args, error, progress, requests, logs, fullPre, seenPre, el("div", "widget-slot"));
   card.append(head, body);
-  // Clicking the active tab again folds the JSON away (App cards start folded: the view is the result).
+  // Cards start folded: the full result is fetched (over HTTP) only when the user opens it.
+  // Clicking the active tab again folds it away.
   const show = (which) => {
     const again = which.classList.contains("active");
     for (const b of [full, seen]) b.classList.toggle("active", b === which && !again);
     fullPre.hidden = !(which === full && !again);
     seenPre.hidden = !(which === seen && !again);
+    fillOpen(card);
   };
   full.onclick = () => show(full);
   seen.onclick = () => show(seen);
-  card.foldForView = () => { if (!card.folded) { card.folded = true; full.classList.remove("active"); fullPre.hidden = true; } };
   cards.set(id, card);
   if (calls.has(id)) updateCard(calls.get(id));
   return card;
@@ -138,24 +164,57 @@ function updateCard(call) {
   card.querySelector(".toggle").hidden = !!call.pending;  // no result yet: nothing to toggle
   const status = card.querySelector(".status");
   status.className = `status ${call.status}`; status.textContent = call.status;
-  card.querySelector(".duration").textContent = call.duration_ms != null ? `${Math.round(call.duration_ms)} ms` : "";
+  // A running call ticks its elapsed time (and shows its timeout); an ended one its duration.
+  const duration = card.querySelector(".duration");
+  if (!showElapsed(duration, call)) duration.textContent = call.duration_ms != null ? `${Math.round(call.duration_ms)} ms` : "";
   card.querySelector(".args-json").textContent = pretty(call.arguments || {});
   card.querySelector(".error").textContent = call.error || "";
-  if (call.full !== undefined) card.querySelector(".full-json").textContent = call.full ? pretty(call.full) : "(no result)";
+  if (call.progress) showProgress(card.querySelector(".call-progress"), call.progress);
   if (call.projection) {
-    card.querySelector(".projection-text").textContent = call.projection.text;
     const saved = Math.max((call.tokens_full || 0) - (call.projection.tokens || 0), 0);
-    card.querySelector(".saved").textContent = call.full ? `≈${call.tokens_full} → ≈${call.projection.tokens} tokens (saved ≈${saved})` : "";
+    card.querySelector(".saved").textContent = call.has_result
+      ? `${formatBytes(call.size_full)} ≈${call.tokens_full} → ≈${call.projection.tokens} tokens (saved ≈${saved})` : "";
   }
-  if (call.has_view || call.is_app) card.foldForView();
+  fillOpen(card);
   if (call.has_view || call.is_app) mountAppView(card.querySelector(".widget-slot"), call, page, { onChanged: refreshLlmView });
 }
 
-function upsertCall(data) {
+/** Fill the open tab of a card: the full result or the model's text, fetched once when needed. */
+function fillOpen(card) {
+  const call = calls.get(card.dataset.toolCall);
+  if (!call || call.pending || !FINAL.has(call.status)) return;
+  const fullPre = card.querySelector(".full-json"), seenPre = card.querySelector(".projection-text");
+  if (!fullPre.hidden && card.fullFor !== call.result_url) {
+    card.fullFor = call.result_url;
+    if (!call.has_result) { fullPre.textContent = "(no result)"; }
+    else {
+      fullPre.textContent = `loading ${formatBytes(call.size_full)}…`;
+      fetchFullResultText(call.id).then(text => { fullPre.textContent = displayJson(text); })
+        .catch(err => { card.fullFor = undefined; fullPre.textContent = `Could not load the full result: ${err.message}`; });
+    }
+  }
+  if (!seenPre.hidden && card.seenFor !== call.status && call.projection) {
+    card.seenFor = call.status;
+    seenPre.textContent = call.projection.text;
+    if (!call.projection.text_complete) {  // summaries carry the start of it: the detail has all
+      apiFetch(`/api/tool-calls/${call.id}/?full=0`).then(d => { seenPre.textContent = d.projection.text; })
+        .catch(err => { card.seenFor = undefined; seenPre.textContent += `\n[could not load the rest: ${err.message}]`; });
+    }
+  }
+}
+
+/** Merge a newer summary in. A page loaded before a live event may be older than it: a call
+ * never goes back from an end state. */
+function mergeCall(data) {
   const prev = calls.get(data.id) || {};
+  if (FINAL.has(prev.status) && data.status && !FINAL.has(data.status)) return prev;
   const call = { ...prev, ...data };
   calls.set(call.id, call);
-  updateCard(call);
+  return call;
+}
+
+function upsertCall(data) {
+  updateCard(mergeCall(data));
 }
 
 // While the model streams a tool call: a card (and, for an App tool, its view, which gets
@@ -216,13 +275,6 @@ function settleStreamed(m) {
   }
 }
 
-function fromResultEvent(ev) {
-  return {
-    id: ev.tool_call_id, status: ev.status, error: ev.error, duration_ms: ev.duration_ms, full: ev.result,
-    projection: ev.projection, tokens_full: ev.tokens_full, has_view: ev.has_view,
-  };
-}
-
 // ---- turn state ---------------------------------------------------------------------------
 
 function setRunning(on) {
@@ -247,11 +299,32 @@ function notice(text, isError) {
 
 // ---- loading and live events ----------------------------------------------------------------
 
-async function load() {
-  const data = await apiFetch(`/api/conversations/${cid}/`);
-  for (const call of data.tool_calls) calls.set(call.id, { ...(calls.get(call.id) || {}), ...call });
+/** Note a stored message's seq; lastSeq follows only while the seqs are contiguous. */
+function noteSeq(seq) {
+  if (lastSeq == null) return;  // before the first page: that page sets the range
+  if (seq > lastSeq) liveSeqs.add(seq);
+  while (liveSeqs.has(lastSeq + 1)) { liveSeqs.delete(lastSeq + 1); lastSeq += 1; }
+}
+
+function applyPage(data) {
+  for (const call of data.tool_calls) mergeCall(call);
   for (const m of data.messages) upsertMessage(m);
   for (const call of data.tool_calls) if (cards.has(call.id)) updateCard(calls.get(call.id));
+  const { first_seq: first, last_seq: last } = data.page;
+  if (first != null && (oldestSeq == null || first < oldestSeq)) { oldestSeq = first; hasOlder = data.page.has_older; }
+  if (oldestSeq == null) hasOlder = data.page.has_older;
+  if (last != null && (lastSeq == null || last > lastSeq)) { lastSeq = last; noteSeq(last); }
+  if (lastSeq == null) lastSeq = 0;  // an empty conversation: everything is "after 0"
+  olderButton();
+}
+
+async function load() {
+  // First connection: the newest page. A reconnection: only what is new since the last message.
+  let data;
+  do {
+    data = await apiFetch(`/api/conversations/${cid}/${lastSeq == null ? "" : `?after=${lastSeq}`}`);
+    applyPage(data);
+  } while (data.page.has_newer);
   setRunning(data.status === "running");
   if (data.status !== "running") dropStreamed();  // the turn ended while the socket was away
   const title = document.getElementById("conversation-title");
@@ -261,12 +334,35 @@ async function load() {
   refreshLlmView();
 }
 
+// Older messages, a page at a time, on request; the reading position stays where it was.
+function olderButton() {
+  let button = document.getElementById("load-older");
+  if (!button) {
+    button = el("button", "small load-older", "Load older messages");
+    button.id = "load-older"; button.type = "button";
+    button.onclick = loadOlder;
+    list.prepend(button);
+  }
+  button.hidden = !hasOlder;
+}
+
+async function loadOlder() {
+  const button = document.getElementById("load-older");
+  button.disabled = true;
+  try {
+    const data = await apiFetch(`/api/conversations/${cid}/?before=${oldestSeq}`);
+    const fromBottom = list.scrollHeight - list.scrollTop;
+    applyPage(data);
+    list.scrollTop = list.scrollHeight - fromBottom;
+  } catch (err) { notice(err.message, true); } finally { button.disabled = false; }
+}
+
 function onEvent(ev) {
   switch (ev.type) {
     case "stream.snapshot":
       if (ev.status === "running" && ev.text) onDelta(ev.text, true);
       break;
-    case "message.delta": onDelta(ev.delta, false); break;
+    case "message.delta": onDelta(ev.delta, false, ev.offset); break;
     case "message.completed": {
       upsertMessage(ev.message);
       const title = document.getElementById("conversation-title");
@@ -278,19 +374,41 @@ function onEvent(ev) {
     case "turn.started": setRunning(true); notice(""); break;
     case "tool_call.streaming": onToolStreaming(ev); break;
     case "tool_call.created":
-      adoptStreamed(ev.llm_tool_call_id, ev.tool_call_id);
-      upsertCall({ id: ev.tool_call_id, server_id: ev.server_id, server_name: ev.server_name, tool: ev.tool, arguments: ev.arguments, is_app: ev.is_app, status: ev.status, origin: ev.origin });
+      adoptStreamed(ev.tool_call.llm_tool_call_id, ev.tool_call_id);
+      upsertCall(ev.tool_call);
       break;
-    case "tool_call.status": if (calls.has(ev.tool_call_id)) upsertCall({ id: ev.tool_call_id, status: ev.status }); break;
+    // Calls made by a view (origin "widget") have no card of their own.
+    case "tool_call.status": if (calls.has(ev.tool_call_id)) upsertCall(ev.tool_call); break;
     case "tool_call.result":
-      // Calls made by a view (origin "widget") have no card of their own.
-      if (calls.has(ev.tool_call_id)) upsertCall(fromResultEvent(ev));
+      if (calls.has(ev.tool_call_id)) upsertCall(ev.tool_call);
       refreshLlmView();
+      break;
+    case "tool_call.progress":
+      if (cards.has(ev.tool_call_id)) showProgress(cards.get(ev.tool_call_id).querySelector(".call-progress"), ev.progress);
+      break;
+    case "tool_call.log":
+      if (cards.has(ev.tool_call_id)) appendLog(cards.get(ev.tool_call_id).querySelector(".server-logs"), ev.log);
+      break;
+    case "server_request.created":
+    case "server_request.updated":
+      showRequestOnCard(ev.server_request);
       break;
     case "turn.completed": endTurn(ev.turn_id); notice(ev.notice || ""); refreshLlmView(); break;
     case "turn.failed": endTurn(ev.turn_id); notice(ev.error, true); break;
     case "turn.stopped": endTurn(ev.turn_id); notice("Stopped."); break;
   }
+}
+
+/** A server's request (elicitation, sampling) shows inside the card of the call that made it. */
+function showRequestOnCard(request) {
+  const card = cards.get(request.tool_call_id);
+  if (card) showServerRequest(card.querySelector(".server-requests"), request);
+}
+
+/** On (re)connection: the requests still waiting for an answer, and their calls' log lines. */
+async function catchUpRequests() {
+  const data = await apiFetch(`/api/server-requests/?conversation=${cid}&open=1`);
+  for (const request of data.server_requests) showRequestOnCard(request);
 }
 
 async function refreshLlmView() {
@@ -338,6 +456,6 @@ document.getElementById("stop").onclick = async () => {
 
 liveSocket(`/ws/conversations/${cid}/`, {
   onEvent,
-  onOpen: () => load().catch(err => notice(err.message, true)),
+  onOpen: () => load().then(catchUpRequests).catch(err => notice(err.message, true)),
   onState: (s) => { const b = document.getElementById("conn-state"); b.textContent = s; b.className = `badge ${s === "live" ? "ok" : "warn"}`; },
 });

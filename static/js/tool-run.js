@@ -1,44 +1,121 @@
 // Run a tool from the inspector: create a manual tool call, then watch its WebSocket for the
 // result and show the full result next to what the model sees.
+//
+// The socket's events are summaries (tools/events.py): sizes, tokens, status and the start of
+// what the model saw. The full result comes over HTTP: at once when it is small, on request
+// when it is big (a 40 MB result would stall the page for nothing if nobody wants to read it).
 import { apiFetch, liveSocket, pretty } from "./http.js";
+import { displayJson, fetchFullResultText, formatBytes } from "./tool-result.js";
+import { appendLog, showProgress, showServerRequest } from "./server-requests.js";
+import { showElapsed } from "./elapsed.js";
 
-export async function runToolCall({ serverId, tool, args }) {
+const AUTO_SHOW_BYTES = 256 * 1024;
+
+export async function runToolCall({ serverId, tool, args, timeout }) {
   const status = document.getElementById("run-status");
+  const elapsed = document.getElementById("run-elapsed");
   const button = document.getElementById("run-tool");
+  const cancel = document.getElementById("cancel-tool");
+  const requests = document.getElementById("server-requests");
+  const progress = document.getElementById("run-progress");
+  const logs = document.getElementById("run-logs");
   button.disabled = true;
+  requests.replaceChildren(); requests.hidden = true;
+  progress.replaceChildren(); progress.hidden = true;
+  logs.querySelector("ul").replaceChildren(); logs.hidden = true;
   document.getElementById("result-panel").hidden = true;
   status.className = "status queued"; status.textContent = "queued…";
   let call;
   try {
-    call = await apiFetch(`/api/servers/${serverId}/tools/${encodeURIComponent(tool)}/call/`, { method: "POST", body: { arguments: args } });
+    const body = timeout == null ? { arguments: args } : { arguments: args, timeout };
+    call = await apiFetch(`/api/servers/${serverId}/tools/${encodeURIComponent(tool)}/call/`, { method: "POST", body });
   } catch (err) {
     status.className = "status failed"; status.textContent = err.message; button.disabled = false;
     return;
   }
+  cancel.hidden = false; cancel.disabled = false;
+  cancel.onclick = async () => {
+    cancel.disabled = true;
+    try { await apiFetch(`/api/tool-calls/${call.id}/cancel/`, { method: "POST" }); }
+    catch (err) { status.textContent = err.message; }
+  };
   const sock = liveSocket(`/ws/tool-calls/${call.id}/`, {
     onEvent(ev) {
-      if (ev.type === "tool_call.status") { status.className = `status ${ev.status}`; status.textContent = `${ev.status}…`; }
-      if (ev.type === "tool_call.result") { show(ev); sock.close(); button.disabled = false; }
+      if (ev.type === "tool_call.status") {
+        status.className = `status ${ev.tool_call.status}`; status.textContent = `${ev.tool_call.status}…`;
+        showElapsed(elapsed, ev.tool_call);
+        if (ev.tool_call.progress) showProgress(progress, ev.tool_call.progress);
+      }
+      if (ev.type === "tool_call.progress") showProgress(progress, ev.progress);
+      if (ev.type === "tool_call.log") appendLog(logs, ev.log);
+      if (ev.type === "server_request.created" || ev.type === "server_request.updated") {
+        showServerRequest(requests, ev.server_request, { defaultModel: localStorage.getItem("sampling-model") || "" });
+      }
+      if (ev.type === "tool_call.result") {
+        showElapsed(elapsed, ev.tool_call);
+        show(ev.tool_call); sock.close(); button.disabled = false; cancel.hidden = true;
+        if (ev.tool_call.progress) showProgress(progress, ev.tool_call.progress);
+      }
     },
+    // (Re)connected: what happened while the socket was away comes from the database.
+    onOpen: () => catchUp(call.id, requests, logs),
   });
 }
 
-function show(ev) {
+function catchUp(callId, requests, logs) {
+  apiFetch(`/api/server-requests/?tool_call=${callId}`).then((data) => {
+    for (const r of data.server_requests) showServerRequest(requests, r, { defaultModel: localStorage.getItem("sampling-model") || "" });
+  }).catch(() => {});
+  apiFetch(`/api/tool-calls/${callId}/logs/`).then((data) => { for (const entry of data.logs) appendLog(logs, entry); }).catch(() => {});
+}
+
+function show(call) {
   const status = document.getElementById("run-status");
-  status.className = `status ${ev.status}`;
-  status.textContent = ev.status + (ev.error ? `: ${ev.error}` : "");
+  status.className = `status ${call.status}`;
+  status.textContent = call.status + (call.error ? `: ${call.error}` : "");
   document.getElementById("result-panel").hidden = false;
-  const p = ev.projection || {};
-  const saved = Math.max((ev.tokens_full || 0) - (p.tokens || 0), 0);
+  const p = call.projection || {};
+  const saved = Math.max((call.tokens_full || 0) - (p.tokens || 0), 0);
   document.getElementById("result-summary").textContent =
-    `${ev.duration_ms != null ? Math.round(ev.duration_ms) + " ms · " : ""}full ≈${ev.tokens_full} tokens · model ≈${p.tokens ?? 0} tokens · saved ≈${saved}`;
+    `${call.duration_ms != null ? Math.round(call.duration_ms) + " ms · " : ""}full ${formatBytes(call.size_full)} ≈${call.tokens_full} tokens · model ≈${p.tokens ?? 0} tokens · saved ≈${saved}`;
   const schema = document.getElementById("schema-status");
-  if (ev.schema_valid === true) { schema.className = "badge ok"; schema.textContent = "structuredContent matches the outputSchema"; }
-  else if (ev.schema_valid === false) { schema.className = "badge danger"; schema.textContent = `Output schema validation failed: ${ev.schema_error}`; }
-  else if (ev.result?.isError || !ev.result) { schema.className = "muted"; schema.textContent = "Not validated: the call did not return a successful result."; }
+  if (call.schema_valid === true) { schema.className = "badge ok"; schema.textContent = "structuredContent matches the outputSchema"; }
+  else if (call.schema_valid === false) { schema.className = "badge danger"; schema.textContent = `Output schema validation failed: ${call.schema_error}`; }
+  else if (!call.has_result || call.status !== "succeeded") { schema.className = "muted"; schema.textContent = "Not validated: the call did not return a successful result."; }
   else { schema.className = "muted"; schema.textContent = "No outputSchema to validate against."; }
-  document.getElementById("full-result").textContent = ev.result ? pretty(ev.result) : "(no result: the call did not complete)";
+  showFull(call);
   document.getElementById("projection-text").textContent = p.text ?? "";
   document.getElementById("projection-policy").textContent = p.policy || "";
-  document.getElementById("projection-removed").textContent = pretty(p.removed || []);
+  document.getElementById("projection-removed").textContent = "";
+  // The complete projection (its text may be longer than a summary carries, and what was removed).
+  apiFetch(`/api/tool-calls/${call.id}/?full=0`).then((detail) => {
+    document.getElementById("projection-text").textContent = detail.projection?.text ?? "";
+    document.getElementById("projection-removed").textContent = pretty(detail.projection?.removed || []);
+    if (detail.schema_valid === false) schema.textContent = `Output schema validation failed: ${detail.schema_error}`;
+  }).catch((err) => { document.getElementById("projection-removed").textContent = `Could not load: ${err.message}`; });
+}
+
+function showFull(call) {
+  const pre = document.getElementById("full-result");
+  const button = document.getElementById("show-full");
+  const download = document.getElementById("download-full");
+  document.getElementById("full-size").textContent = call.has_result ? formatBytes(call.size_full) : "";
+  download.hidden = !call.has_result;
+  if (call.has_result) download.href = call.result_url;
+  if (!call.has_result) {
+    button.hidden = true; pre.hidden = false;
+    pre.textContent = "(no result: the call did not complete)";
+    return;
+  }
+  const load = async () => {
+    button.disabled = true; pre.hidden = false;
+    pre.textContent = `loading ${formatBytes(call.size_full)}…`;
+    try { pre.textContent = displayJson(await fetchFullResultText(call.id)); button.hidden = true; }
+    catch (err) { pre.textContent = `Could not load the full result: ${err.message}`; }
+    finally { button.disabled = false; }
+  };
+  button.textContent = `Show the full result (${formatBytes(call.size_full)})`;
+  button.onclick = load;
+  if (call.size_full <= AUTO_SHOW_BYTES) { button.hidden = true; load(); }
+  else { button.hidden = false; pre.hidden = true; pre.textContent = ""; }
 }

@@ -1,9 +1,9 @@
 """Shared command-line plumbing for the test MCP servers.
 
 Every test server is runnable as ``python tests/mcp_servers/<file>.py
-[--transport stdio|http|sse] [--port N] [--legacy]``. ``serve()`` picks the
-transport; ``--legacy`` makes the server refuse the 2026-07-28 per-request
-protocol so clients in ``mode="auto"`` fall back to the initialize handshake.
+[--transport stdio|http|sse] [--port N] [--legacy] [--require-token T] [--require-basic U:P]``.
+``serve()`` picks the transport; ``--legacy`` makes the server refuse the 2026-07-28
+per-request protocol so clients in ``mode="auto"`` fall back to the initialize handshake.
 
 Why ``--legacy`` is transport specific: on stdio and SSE the SDK decides the
 protocol era from the client's *first* request (``serve_dual_era_loop``), so we
@@ -11,7 +11,8 @@ run the handshake-only ``serve_loop`` instead (``server/discover`` is then
 answered with METHOD_NOT_FOUND). Streamable HTTP routes every request by its
 ``MCP-Protocol-Version`` header, so there a middleware answers ``server/discover``
 with METHOD_NOT_FOUND and the client's fallback ``initialize`` reaches the
-legacy path.
+legacy path. ``--require-token``/``--require-basic`` (http) answer 401 to requests
+without those credentials, like a hosted server that takes them in its URL.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--legacy", action="store_true", help="refuse the 2026-07-28 protocol (handshake only)")
+    parser.add_argument("--require-token", default="", metavar="TOKEN",
+                        help="http only: answer 401 unless the URL's query has token=TOKEN")
+    parser.add_argument("--require-basic", default="", metavar="USER:PASSWORD",
+                        help="http only: answer 401 unless the request has this HTTP Basic auth (URL userinfo)")
     return parser.parse_args(argv)
 
 
@@ -90,12 +95,39 @@ async def _run_sse(server: MCPServer, host: str, port: int, legacy: bool) -> Non
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
-async def _run_http(server: MCPServer, host: str, port: int, legacy: bool) -> None:
+def _require_credentials(app: Any, token: str, basic: str) -> Any:
+    """ASGI middleware: 401 for any HTTP request without the token query value or Basic auth.
+
+    Like a real hosted server that takes its credentials in the URL (``?token=`` or
+    ``user:password@``), so tests can prove the client really sends them.
+    """
+    import base64
+    from urllib.parse import parse_qs
+
+    expected_auth = "Basic " + base64.b64encode(basic.encode()).decode() if basic else ""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            query = parse_qs(scope.get("query_string", b"").decode())
+            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            if (token and query.get("token") != [token]) or (basic and headers.get("authorization") != expected_auth):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Basic")]})
+                await send({"type": "http.response.body", "body": b"missing or wrong credentials"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+async def _run_http(server: MCPServer, host: str, port: int, legacy: bool, token: str = "", basic: str = "") -> None:
     import uvicorn
 
     if legacy:
         server.middleware.append(_refuse_discover)
     app = server.streamable_http_app(host=host)
+    if token or basic:
+        app = _require_credentials(app, token, basic)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
@@ -107,5 +139,5 @@ def serve(server: MCPServer, argv: list[str] | None = None) -> None:
     elif args.transport == "sse":
         anyio.run(_run_sse, server, args.host, args.port, args.legacy)
     else:
-        anyio.run(_run_http, server, args.host, args.port, args.legacy)
+        anyio.run(_run_http, server, args.host, args.port, args.legacy, args.require_token, args.require_basic)
     sys.exit(0)

@@ -12,12 +12,17 @@ Tools:
 * ``app_only_increment(n)`` - visibility ["app"]: callable from the widget,
   hidden from the model; returns n + 1.
 * ``model_only()`` - visibility ["model"]: a widget's tools/call must be refused.
+* ``big_view(size_mb)`` - an App tool (same view) whose ``structuredContent.data`` is a string
+  of ``size_mb`` MiB (``big_data``: deterministic, ending in ``END<length>``) with a short
+  content text ``BIG-VIEW-<length>``: the view must get all of it, over HTTP.
+* ``big_text(size_mb)`` - not an App tool: a text content block of ``size_mb`` MiB (``big_data``).
 
 The view is a self-contained page speaking the MCP Apps postMessage JSON-RPC by
 hand (no library); element ids are part of the test contract:
 ``#status #tool-input #tool-input-partial (count and last arguments) #content #secret #call #call-result #context
 #context-result #message #message-result #hidden #hidden-result #cookie
-#parent-dom #host-context``.
+#parent-dom #host-context``, and for a ``structuredContent.data`` string ``#data-length``
+``#data-sum`` (the sum of its character codes) ``#data-tail`` (its last 16 characters).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ VIEW_HTML = r"""<!doctype html>
   <dt>document.cookie</dt><dd id="cookie"></dd>
   <dt>window.parent.document.title</dt><dd id="parent-dom"></dd>
   <dt>Host context</dt><dd id="host-context"></dd>
+  <dt>Data (length, sum of character codes, tail)</dt><dd><span id="data-length"></span> <span id="data-sum"></span> <span id="data-tail"></span></dd>
 </dl>
 <div><button id="call" type="button">Call app_only_increment</button> <span id="call-result"></span></div>
 <div><button id="context" type="button">Update model context</button> <span id="context-result"></span></div>
@@ -99,6 +105,13 @@ VIEW_HTML = r"""<!doctype html>
     $("content").textContent = textOf(result);
     var structured = result.structuredContent || {};
     $("secret").textContent = structured.secret === undefined ? "" : String(structured.secret);
+    if (typeof structured.data === "string") {
+      var data = structured.data, sum = 0;
+      for (var i = 0; i < data.length; i++) { sum += data.charCodeAt(i); }
+      $("data-length").textContent = String(data.length);
+      $("data-sum").textContent = String(sum);
+      $("data-tail").textContent = data.slice(-16);
+    }
   }
 
   window.addEventListener("message", function (event) {
@@ -227,6 +240,25 @@ def model_only() -> str:
     return "MODEL-ONLY-RAN"
 
 
+def big_data(size_mb: float) -> str:
+    """`size_mb` MiB of ASCII text, the same for the same size, ending in `END<length>`."""
+    import random
+
+    size = max(int(size_mb * 1024 * 1024), 32)
+    block = "".join(random.Random(size).choices("abcdefghijklmnopqrstuvwxyz0123456789", k=4096))
+    tail = f"END{size:013d}"
+    return (block * (size // len(block) + 1))[: size - len(tail)] + tail
+
+
+@apps.tool(resource_uri=VIEW_URI, visibility=["model", "app"], description="Show a big structured result in the app view")
+def big_view(size_mb: float) -> CallToolResult:
+    data = big_data(size_mb)
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"BIG-VIEW-{len(data)}")],
+        structured_content={"data": data, "length": len(data)},
+    )
+
+
 apps.add_html_resource(
     VIEW_URI,
     VIEW_HTML,
@@ -236,6 +268,12 @@ apps.add_html_resource(
 )
 
 mcp: MCPServer[Any] = MCPServer("app-test-server", version="1.0.0", extensions=[apps])
+
+
+@mcp.tool(description="A big plain text result (not an App tool)", structured_output=False)
+def big_text(size_mb: float) -> str:
+    return big_data(size_mb)
+
 
 if __name__ == "__main__":
     serve(mcp)

@@ -1,6 +1,8 @@
 """A deliberately awkward MCP server for integration tests of the inspector.
 
-Run: ``python tests/mcp_servers/basic.py [--transport stdio|http|sse] [--port N] [--legacy]``
+Run: ``python tests/mcp_servers/basic.py [--transport stdio|http|sse] [--port N] [--legacy]
+[--require-token TOKEN] [--require-basic USER:PASSWORD]`` (the last two, over http, refuse
+requests without those credentials in the URL: 401).
 
 Tools: echo, add (structured output), whoami (server pid, proves connection
 reuse), slow, crash (kills the process mid-call), bad_output (structuredContent
@@ -29,6 +31,7 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import serve  # noqa: E402
+from mcp_types import CallToolResult, TextContent  # noqa: E402
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext  # noqa: E402
@@ -87,11 +90,34 @@ def whoami() -> str:
     return str(os.getpid())
 
 
+INVOCATIONS: dict[str, int] = {}
+
+
 @mcp.tool(structured_output=False)
-async def slow(seconds: float) -> str:
-    """Sleep, then answer."""
+async def slow(seconds: float, tag: str = "") -> str:
+    """Sleep, then answer. Counts its invocations per `tag` (see `invocations`)."""
+    INVOCATIONS[tag] = INVOCATIONS.get(tag, 0) + 1
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
+
+
+@mcp.tool(structured_output=False)
+def invocations(tag: str) -> str:
+    """How many times `slow` was called with this tag: the server's own count, for fault tests."""
+    return str(INVOCATIONS.get(tag, 0))
+
+
+@mcp.tool(structured_output=False)
+def big_text(megabytes: float) -> str:
+    """A text result of this many megabytes (for size and memory tests)."""
+    return "0123456789abcdef" * int(megabytes * 1024 * 1024 / 16)
+
+
+@mcp.tool()
+def big_structured(megabytes: float) -> CallToolResult:
+    """A short content text and a structuredContent of this many megabytes (memory tests)."""
+    rows = [{"id": i, "label": "row-%08d" % i, "value": i * 0.5} for i in range(int(megabytes * 1024 * 1024 / 48))]
+    return CallToolResult(content=[TextContent(type="text", text=f"{len(rows)} rows")], structured_content={"rows": rows})
 
 
 @mcp.tool(structured_output=False)
@@ -165,6 +191,30 @@ def greeting(name: str) -> str:
 def greet(name: str, style: str = "friendly") -> str:
     """Ask the model to greet someone."""
     return f"Please greet {name} in a {style} way."
+
+
+STYLES = ["friendly", "formal", "funny", "pirate"]
+NAMES = ["Ada", "Alan", "Grace", "Guido"]
+
+
+@mcp.completion()
+async def complete(ref, argument, context):
+    """Suggestions for greet's arguments and greeting://{name}; with a name filled in, greet's
+    styles include one made for that name (to show the context reaches the server)."""
+    from mcp_types import Completion
+
+    typed = argument.value.lower()
+    if getattr(ref, "type", "") == "ref/prompt" and ref.name == "greet" and argument.name == "style":
+        options = list(STYLES)
+        name = (context.arguments or {}).get("name") if context else None
+        if name:
+            options.append(f"{name.lower()}-style")
+    elif argument.name == "name":
+        options = NAMES
+    else:
+        return None
+    values = [o for o in options if o.lower().startswith(typed)]
+    return Completion(values=values, total=len(values), has_more=False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,176 @@
+#!/usr/bin/env python
+"""What does a huge tool result cost? Peak memory of the web and worker processes, and the
+size and time of every page and API answer that shows it.
+
+    .venv/bin/python bench/big_results.py [--megabytes 40] [--use-env]
+
+Self-contained like bench/tool_calls.py: a temporary data dir with a fresh SQLite database
+(or DATABASE_URL with --use-env), an embedded Valkey unless REDIS_URL is set, one Celery
+worker and one daphne subprocess, and the basic test MCP server over Streamable HTTP. Two
+results: `big_text` (one text block of N MB) and `big_structured` (a short text and a
+structuredContent of N MB). For each: the call through the API, then the answers a person's
+browser would ask for. RSS is sampled every 10 ms; "peak over idle" is the peak during that
+step minus the process's RSS just before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+
+
+class PeakRss:
+    """Samples the RSS of some processes in a thread; `measure()` brackets one step."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        import psutil
+
+        self.procs = {name: psutil.Process(pid) for name, pid in pids.items()}
+        self.peak = {name: 0 for name in pids}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _rss(self) -> dict[str, int]:
+        import psutil
+
+        sizes = {}
+        for name, proc in self.procs.items():
+            try:
+                sizes[name] = proc.memory_info().rss
+            except psutil.NoSuchProcess:  # stopped at the end of the run
+                sizes[name] = 0
+        return sizes
+
+    def _run(self) -> None:
+        while True:
+            now = self._rss()
+            with self.lock:
+                for name, rss in now.items():
+                    self.peak[name] = max(self.peak[name], rss)
+            time.sleep(0.01)
+
+    def measure(self, fn):
+        """(fn's result, seconds, {process: (idle MB, peak over idle MB)})."""
+        time.sleep(0.3)  # let the previous step's garbage go
+        idle = self._rss()
+        with self.lock:
+            self.peak = dict(idle)
+        t0 = time.perf_counter()
+        value = fn()
+        elapsed = time.perf_counter() - t0
+        time.sleep(0.1)
+        with self.lock:
+            peaks = dict(self.peak)
+        return value, elapsed, {n: (idle[n] / 2**20, (peaks[n] - idle[n]) / 2**20) for n in idle}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--megabytes", type=float, default=40)
+    parser.add_argument("--use-env", action="store_true", help="use DATABASE_URL from the environment")
+    args = parser.parse_args()
+
+    data_dir = Path(tempfile.mkdtemp(prefix="inspector-big-"))
+    os.environ.update(INSPECTOR_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="inspector.settings", LOG_LEVEL="WARNING")
+    os.environ.setdefault("REDIS_PREFIX", f"bigbench{os.getpid()}:")
+    if not args.use_env:
+        os.environ.pop("DATABASE_URL", None)
+
+    from inspector.launch import Processes, free_port, start_embedded_redis, wait_for_port
+
+    procs = Processes()
+    http_server = None
+    try:
+        if not os.environ.get("REDIS_URL"):
+            os.environ["REDIS_URL"] = start_embedded_redis(procs, data_dir)
+        port = free_port()
+        os.environ["PUBLIC_URL"] = f"http://127.0.0.1:{port}"
+        os.environ["SANDBOX_ORIGIN"] = f"http://localhost:{free_port()}"
+        import django
+
+        django.setup()
+        import httpx
+        from django.conf import settings
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+
+        from inspector.models import ApiToken
+        from tests.mcp_servers.launch import start_server
+        from tools.models import Server
+        from tools.tasks import server_action
+
+        call_command("migrate", verbosity=0, interactive=False)
+        env = dict(os.environ)
+        logs = open(data_dir / "processes.log", "wb")
+        worker = procs.start("worker", [sys.executable, "-m", "celery", "-A", "inspector", "worker", "--pool", "threads",
+                                        "--concurrency", "8", "-Q", "default,tools,llm", "--without-gossip",
+                                        "--without-mingle", "--hostname", f"big-{os.getpid()}@localhost"],
+                             env=env, stdout=logs, stderr=logs)
+        daphne = procs.start("daphne", [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1",
+                                        "inspector.asgi:application"], env=env, stdout=logs, stderr=logs)
+        wait_for_port("127.0.0.1", port, 30, daphne)
+        http_server = start_server("basic.py", "http")
+        user = get_user_model().objects.create_user("big-bench", is_staff=True)
+        _, key = ApiToken.issue(user, "bench")
+        server = Server.objects.create(name="basic", transport="streamable_http", url=http_server.url, owner=user)
+        answer = server_action.delay(server.pk, "refresh", {"reconnect": True}).get(timeout=120)
+        assert answer.get("ok"), answer
+        rss = PeakRss({"web (daphne)": daphne.pid, "worker": worker.pid})
+        api = httpx.Client(base_url=os.environ["PUBLIC_URL"], headers={"Authorization": f"Token {key}"}, timeout=300)
+
+        rows: list[tuple[str, str, float, int | None, dict]] = []
+        for tool in ("big_text", "big_structured"):
+            def run_call() -> str:
+                call_id = api.post(f"/api/servers/{server.pk}/tools/{tool}/call/",
+                                   json={"arguments": {"megabytes": args.megabytes}}).json()["id"]
+                deadline = time.monotonic() + 300
+                from tools.models import ToolCall
+
+                while time.monotonic() < deadline:
+                    status = ToolCall.objects.filter(pk=call_id).values_list("status", flat=True).first()
+                    if status in ToolCall.FINAL:
+                        return call_id
+                    time.sleep(0.05)
+                raise RuntimeError(f"{tool} did not finish")
+
+            call_id, seconds, mem = rss.measure(run_call)
+            rows.append((tool, "tool call, end to end (POST, worker, both rows)", seconds, None, mem))
+            for label, path in (
+                ("GET /api/tool-calls/{id}/", f"/api/tool-calls/{call_id}/"),
+                ("GET /api/tool-calls/{id}/result/", f"/api/tool-calls/{call_id}/result/"),
+                ("GET /rpc-log/ (page)", "/rpc-log/"),
+                ("GET /rpc-log/export/", "/rpc-log/export/"),
+            ):
+                response, seconds, mem = rss.measure(lambda path=path: api.get(path))
+                size = len(response.content) if response.status_code == 200 else None
+                rows.append((tool, f"{label} → {response.status_code}", seconds, size, mem))
+
+        db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        print(f"\n{args.megabytes:g} MB results, database {db}, {os.cpu_count()} CPUs, load "
+              + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+        print(f"{'result':<15} {'step':<58} {'seconds':>8} {'body MB':>8}   "
+              f"{'web idle/peak+ MB':>18}   {'worker idle/peak+ MB':>20}")
+        for tool, label, seconds, size, mem in rows:
+            web, wrk = mem["web (daphne)"], mem["worker"]
+            body = f"{size / 2**20:8.2f}" if size is not None else f"{'-':>8}"
+            print(f"{tool:<15} {label:<58} {seconds:8.2f} {body}   {web[0]:8.0f} / {web[1]:+7.0f}   "
+                  f"{wrk[0]:10.0f} / {wrk[1]:+7.0f}")
+        return 0
+    finally:
+        if http_server is not None:
+            http_server.stop()
+        procs.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

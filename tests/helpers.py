@@ -1,0 +1,255 @@
+"""Helpers the tests share: processes (a worker, daphne's settings), waits on conditions, a JSON
+API client, a logged-in browser page, and running coroutines beside Playwright's loop.
+
+Fixtures live in tests/conftest.py and build on these; tests import from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+ARTIFACTS = BASE_DIR / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def free_port() -> int:
+    from inspector.launch import free_port as launch_free_port
+
+    return launch_free_port()
+
+
+# Short timeouts so fault tests end quickly; the suite's servers answer in milliseconds.
+WORKER_SETTINGS = {"MCP_CALL_TIMEOUT": "6", "MCP_CONNECT_TIMEOUT": "6", "CHAT_MAX_STEPS": "4", "MCP_IDLE_TIMEOUT": "120",
+                   "LLM_TIMEOUT": "4",
+                   # A deployment key that must never reach a user-chosen api_base.
+                   "OPENAI_API_KEY": "sk-environment-secret"}
+
+
+def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a subprocess that must share this test run's database and Redis."""
+    from django.db import connection
+
+    env = dict(os.environ)
+    env.update(WORKER_SETTINGS)
+    env["INSPECTOR_DB_NAME"] = str(connection.settings_dict["NAME"])
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    from inspector.launch import Processes
+
+    procs = Processes()
+    procs.procs.append(("proc", proc))
+    procs.stop(timeout=10)
+
+
+def start_worker(hostname: str, extra: dict[str, str] | None = None, log_name: str = "worker.log") -> subprocess.Popen:
+    """A real Celery worker subprocess (threads pool) on this run's database and queues, once it answers a ping."""
+    from inspector.celery import app
+
+    log = ARTIFACTS / log_name
+    log.parent.mkdir(exist_ok=True)
+    env = process_env(extra)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "inspector", "worker",
+                "--pool", "threads", "--concurrency", "8", "--loglevel", "INFO",
+                "--queues", "default,tools,llm", "--hostname", hostname, "--without-gossip", "--without-mingle",
+            ],
+            cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    pinger = app
+    if extra and extra.get("REDIS_URL"):
+        # A worker on a Redis of its own answers pings there, not on the suite's Redis.
+        from celery import Celery
+
+        pinger = Celery(broker=extra["REDIS_URL"], set_as_current=False)
+        if extra.get("REDIS_PREFIX"):
+            pinger.conf.broker_transport_options = {"global_keyprefix": extra["REDIS_PREFIX"]}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"Celery worker exited early; see {log}:\n{log.read_text()[-3000:]}")
+        if pinger.control.ping(destination=[hostname], timeout=0.5):
+            break
+    else:
+        stop_process(proc)
+        raise RuntimeError(f"Celery worker did not answer a ping; see {log}")
+    proc.hostname = hostname
+    return proc
+
+
+def wait_until_worker_is_quiet(hostname: str) -> None:
+    """Let the worker finish what a test started before the database is flushed.
+
+    A task still writing rows while the flush TRUNCATEs every table deadlocks on PostgreSQL.
+    Bounded: a test may leave a call that never ends (a hung server) on purpose.
+    """
+    from inspector.celery import app
+    from tools.models import ToolCall
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and ToolCall.objects.exclude(status__in=ToolCall.FINAL).exists():
+        time.sleep(0.05)
+    inspect = app.control.inspect(destination=[hostname], timeout=1.0)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        busy = [inspect.active(), inspect.reserved(), inspect.scheduled()]
+        if all(not tasks for reply in busy if reply for tasks in reply.values()):
+            return
+        time.sleep(0.1)
+
+
+class LiveApp:
+    def __init__(self, url: str, sandbox_origin: str, proc: subprocess.Popen):
+        self.url = url
+        self.sandbox_origin = sandbox_origin
+        self.proc = proc
+
+
+class Api:
+    """A tiny JSON client over Django's test client."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def _send(self, method: str, path: str, data=None):
+        kwargs = {"content_type": "application/json"}
+        if data is not None:
+            kwargs["data"] = json.dumps(data)
+        return getattr(self.client, method)(path, **kwargs)
+
+    def get(self, path):
+        return self.client.get(path)
+
+    def post(self, path, data=None):
+        return self._send("post", path, data if data is not None else {})
+
+    def patch(self, path, data):
+        return self._send("patch", path, data)
+
+    def delete(self, path):
+        return self._send("delete", path)
+
+
+def login_page(browser, live_app: LiveApp, username: str, password: str):
+    """A new browser page, logged in through the real login form."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.goto(f"{live_app.url}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_app.url}/")
+    return page
+
+
+def which(cmd: str) -> str | None:
+    return shutil.which(cmd)
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = "condition"):
+    """Poll until `predicate()` is truthy; return its value or fail with `message`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {message}")
+
+
+def refresh_tools(server) -> None:
+    """Ask the worker to connect and list the server's tools (what "Test connection" does)."""
+    from tools.tasks import server_action
+
+    answer = server_action.delay(server.pk, "refresh", {"reconnect": True}).get(timeout=30)
+    assert answer["ok"], answer
+
+
+def run_call(server, tool: str, arguments: dict | None = None, user=None, origin: str = "manual"):
+    """Create a tool call through the pipeline and wait until it has ended."""
+    from tools.calls import start_tool_call
+    from tools.models import ToolCall
+
+    call = start_tool_call(server=server, tool_name=tool, arguments=arguments or {}, origin=origin, user=user or server.owner)
+    wait_for(lambda: ToolCall.objects.get(pk=call.pk).is_final, message=f"tool call {tool} to finish")
+    return ToolCall.objects.select_related("server").get(pk=call.pk)
+
+
+def run_async(fn, *args):
+    """Run `fn(*args)` (a coroutine function) to completion on a fresh loop in its own thread.
+
+    The test thread may already hold Playwright's event loop (the session browser), where
+    asgiref's async_to_sync refuses to run.
+    """
+    import asyncio
+    import threading
+
+    from channels.layers import channel_layers
+
+    outcome: dict = {}
+
+    async def run_and_close():
+        from channels.db import database_sync_to_async
+        from django.db import connections
+
+        try:
+            return await fn(*args)
+        finally:
+            # Consumers used DB connections in asgiref's executor thread: close them, or the
+            # test database cannot be dropped at the end of the run.
+            await database_sync_to_async(connections.close_all)()
+
+    def target():
+        # channels_redis binds locks to the loop that first used the layer: give each loop its own.
+        channel_layers.backends.pop("default", None)
+        try:
+            outcome["value"] = asyncio.run(run_and_close())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def closing(fn):
+    """`fn` for another thread (asyncio.to_thread): closes that thread's DB connections after."""
+
+    def wrapper(*args, **kwargs):
+        from django.db import connections
+
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return wrapper
+
+
+def streamed_body(response) -> bytes:
+    """The body of a streamed response from Django's test client.
+
+    The app streams full results with an async iterator (right for daphne, where it is served);
+    the sync test client can still read it and warns that it had to: that warning is expected.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume asynchronous iterators")
+        return b"".join(response)

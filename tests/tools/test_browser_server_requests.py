@@ -1,0 +1,134 @@
+"""Headless Chromium: what a server asks mid-call shows as a card (tool page and chat), the answer
+reaches the server through the waiting worker; the progress bar and the server log fill live.
+
+A worker of this module's own takes the tool calls, with a call timeout a person (here:
+Playwright) can answer within on a busy machine; the suite's worker stops consuming `tools`
+meanwhile."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from chat.models import Conversation
+from tests.helpers import stop_process, login_page, refresh_tools, start_worker, wait_for
+from tools.models import Server, ServerRequest, ToolCall
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def asks_server_http():
+    from tests.mcp_servers.launch import start_server
+
+    server = start_server("asks.py", "http", "--legacy")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def patient_worker(celery_worker, django_db_blocker):
+    from inspector.celery import app
+
+    app.control.cancel_consumer("tools", destination=[celery_worker.hostname], reply=True)
+    with django_db_blocker.unblock():
+        worker = start_worker(f"patient-{uuid.uuid4().hex[:8]}@localhost",
+                              {"MCP_CALL_TIMEOUT": "40", "SWEEP_INTERVAL": "3600"}, "patient-worker.log")
+    yield worker
+    app.control.add_consumer("tools", destination=[celery_worker.hostname], reply=True)
+    stop_process(worker)
+
+
+@pytest.fixture
+def asks(asks_server_http, user, patient_worker):
+    server = Server.objects.create(name="asks", transport="streamable_http", url=asks_server_http.url, owner=user)
+    refresh_tools(server)
+    return server
+
+
+def open_tool(browser, live_app, server, tool: str, arguments: dict):
+    page = login_page(browser, live_app, "alice", "alice-pass-123")
+    page.goto(f"{live_app.url}/servers/{server.pk}/tools/{tool}/")
+    page.click("[data-mode=json]")
+    page.fill("#raw-args", json.dumps(arguments))
+    page.click("#run-tool")
+    return page
+
+
+def test_tool_page_elicitation_form_and_hostile_url(browser, live_app, asks, screenshots):
+    page = open_tool(browser, live_app, asks, "ask_form", {"question": "Who are you?"})
+    card = page.wait_for_selector(".server-request.pending form.elicitation-form", timeout=20000)
+    assert "Who are you?" in page.inner_text(".server-request .message")
+    page.fill(".server-request input[name=name]", "Ann")
+    page.fill(".server-request input[name=age]", "41")
+    page.select_option(".server-request select[name=colour]", "green")
+    page.check(".server-request input[name=subscribe]")
+    page.screenshot(path=str(screenshots / "elicitation-tool-page.png"), full_page=True)
+    card.query_selector("button.primary").click()
+    page.wait_for_selector("#run-status.succeeded", timeout=20000)
+    page.wait_for_selector("#full-result >> text=accept", timeout=10000)
+    assert 'accept {\\"age\\": 41, \\"colour\\": \\"green\\", \\"name\\": \\"Ann\\", \\"subscribe\\": true}' in page.inner_text("#full-result")
+    page.wait_for_selector(".server-request.answered")
+    assert page.locator("#cancel-tool").is_hidden()
+
+    # A URL-mode request to javascript: is refused before anyone sees a link.
+    page.goto(f"{live_app.url}/servers/{asks.pk}/tools/ask_url/")
+    page.click("[data-mode=json]")
+    page.fill("#raw-args", json.dumps({"url": "javascript:alert(document.cookie)"}))
+    page.click("#run-tool")
+    page.wait_for_selector(".server-request.refused", timeout=20000)
+    assert "Only http and https URLs" in page.inner_text(".server-request.refused .error")
+    assert page.locator("a[href^='javascript']").count() == 0
+    page.wait_for_selector("#run-status.succeeded", timeout=20000)
+    page.screenshot(path=str(screenshots / "elicitation-refused-url.png"), full_page=True)
+    page.context.close()
+
+
+def test_tool_page_progress_bar_log_and_cancel(browser, live_app, asks, screenshots):
+    page = open_tool(browser, live_app, asks, "progress", {"steps": 6, "delay": 0.5})
+    page.wait_for_selector("#run-progress progress", timeout=20000)
+    wait_for(lambda: page.locator("#run-logs li").count() >= 2, timeout=20, message="live log lines")
+    page.click("#run-logs summary")
+    page.screenshot(path=str(screenshots / "progress-tool-page.png"), full_page=True)
+    page.wait_for_selector("#run-status.succeeded", timeout=20000)
+    page.wait_for_selector("#run-progress .progress-text >> text=6 / 6 (100%) — step 6 of 6")
+    assert page.get_attribute("#run-progress progress", "value") == "6"
+    assert page.locator("#run-logs li").count() == 6
+    assert "working on step 6" in page.inner_text("#run-logs")
+
+    # Cancel a running call: it ends `cancelled`.
+    page.goto(f"{live_app.url}/servers/{asks.pk}/tools/wait/")
+    page.click("[data-mode=json]")
+    page.fill("#raw-args", json.dumps({"seconds": 20, "tag": "browser"}))
+    page.click("#run-tool")
+    page.wait_for_selector("#run-status.running", timeout=20000)
+    page.click("#cancel-tool")
+    page.wait_for_selector("#run-status.cancelled", timeout=10000)
+    assert ToolCall.objects.filter(tool_name="wait", status="cancelled").exists()
+    page.context.close()
+
+
+def test_chat_card_elicitation_is_answered_in_place(browser, live_app, user, fake_llm, asks, screenshots):
+    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test")
+    conversation.servers.set([asks])
+    fake_llm.script([
+        {"text": "Let me ask.", "tool_calls": [{"name": "asks__ask_form", "arguments": {"question": "Your name, please?"}, "id": "q1"}]},
+        {"text": "Thanks, **Bea**."},
+    ])
+    page = login_page(browser, live_app, "alice", "alice-pass-123")
+    page.goto(f"{live_app.url}/chat/{conversation.pk}/")
+    page.wait_for_selector("#conn-state.ok")
+    page.fill("#composer-text", "ask me")
+    page.press("#composer-text", "Enter")
+    card = page.wait_for_selector(".tool-card .server-request.pending form", timeout=20000)
+    assert "Your name, please?" in page.inner_text(".tool-card .server-request .message")
+    page.fill(".tool-card .server-request input[name=name]", "Bea")
+    page.screenshot(path=str(screenshots / "elicitation-chat.png"), full_page=True)
+    card.query_selector("button.primary").click()
+    page.wait_for_selector(".tool-card .status.succeeded", timeout=20000)
+    page.wait_for_selector(".msg.assistant strong >> text=Bea", timeout=20000)
+    assert ServerRequest.objects.get(tool_call__conversation=conversation).action == "accept"
+    page.screenshot(path=str(screenshots / "elicitation-chat-answered.png"), full_page=True)
+    page.context.close()

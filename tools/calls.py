@@ -1,0 +1,53 @@
+"""Starting tool calls: the one service every caller uses (API, chat, widgets, admin, replays, the sweep).
+
+A call is a row first (`queued`), then a Celery task. The task id is chosen before the row
+is written, so the row is written once and anyone can later find (or re-send) its task.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.db import transaction
+
+from tools.deadlines import resolve_timeout
+from tools.models import Server, Tool, ToolCall
+
+log = logging.getLogger(__name__)
+
+
+def start_tool_call(
+    *, server: Server, tool_name: str, arguments: dict, origin: str, user, conversation=None, turn=None,
+    llm_tool_call_id: str = "", replay_of: ToolCall | None = None, enqueue: bool = True, tool: Tool | None = None,
+    timeout: float | None = None,
+) -> ToolCall:
+    """Create the queued row and, unless the caller schedules it (a chat step's chord), enqueue
+    its task after commit. Pass `tool` when the caller has already looked it up.
+
+    `timeout` overrides the server's call timeout for this call (1 s up to MCP_MAX_CALL_TIMEOUT,
+    else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/deadlines.py)."""
+    timeout_s = resolve_timeout(server, timeout)
+    if tool is None:
+        tool = Tool.objects.filter(server=server, name=tool_name).only("is_app").first()
+    call = ToolCall.objects.create(
+        server=server, server_name=server.name, tool_name=tool_name, arguments=arguments, origin=origin,
+        requested_by=user, conversation=conversation, turn=turn, llm_tool_call_id=llm_tool_call_id,
+        is_app=bool(tool and tool.is_app), replay_of=replay_of, celery_task_id=str(uuid.uuid4()), timeout_s=timeout_s,
+    )
+    if enqueue:
+        transaction.on_commit(lambda: dispatch(call.pk, call.celery_task_id))
+    return call
+
+
+def dispatch(tool_call_id, task_id: str) -> bool:
+    """Send the call's task to the broker. A broker that is down loses nothing: the call stays
+    `queued` and the sweep (tools/sweep.py) sends it again."""
+    from tools.tasks import execute_tool_call
+
+    try:
+        execute_tool_call.apply_async(args=[str(tool_call_id)], task_id=task_id)
+    except Exception as exc:  # noqa: BLE001 - the row is the source of truth; the sweep re-sends
+        log.warning("could not enqueue tool call %s (%s); the sweep will send it again", tool_call_id, exc)
+        return False
+    return True
