@@ -41,11 +41,15 @@ def sweep_once() -> None:
 
 
 # One sweep at a time across the workers sharing this Redis (each pass is idempotent, so the
-# lock only saves work); it expires by itself if its holder dies mid-sweep.
-LOCK_MS = 60_000
+# lock only saves work). It expires by itself, so a worker killed mid-sweep (SIGKILL leaves its
+# lock behind) holds the others off for a few intervals at most, not for a fixed minute; a pass
+# that outlives its lock only risks a second pass doing the same idempotent work.
+def lock_ttl() -> float:
+    """Seconds a sweep lock lives: four intervals, at least five seconds."""
+    return max(5.0, 4 * settings.SWEEP_INTERVAL)
 
 
-def _lock_key() -> str:
+def lock_key() -> str:
     return f"{settings.REDIS_PREFIX}sweep-lock"
 
 
@@ -53,11 +57,16 @@ def _run() -> None:
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
     while True:
         try:
-            if client.set(_lock_key(), "1", nx=True, px=LOCK_MS):
+            # redis-py's Lock holds a token, so a holder whose lock expired never frees another's.
+            lock = client.lock(lock_key(), timeout=lock_ttl(), blocking=False)
+            if lock.acquire():
                 try:
                     sweep_once()
                 finally:
-                    client.delete(_lock_key())
+                    try:
+                        lock.release()
+                    except redis.exceptions.LockError:
+                        log.warning("sweep took longer than its lock (%.0f s); another worker may have swept too", lock_ttl())
         except redis.RedisError as exc:
             log.warning("sweep skipped: Redis is unavailable (%s)", exc)
         time.sleep(settings.SWEEP_INTERVAL)

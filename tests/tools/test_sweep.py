@@ -12,9 +12,13 @@ import uuid
 from datetime import timedelta
 
 import pytest
+import redis
+from django.conf import settings
+from django.test import override_settings
 from django.utils import timezone
 
 from chat.models import Conversation, Message, Turn
+from chat.sweeper import lock_key, lock_ttl
 from tests.helpers import stop_process, run_async, run_call, start_worker, wait_for
 from tests.figures import record
 from tools.calls import start_tool_call
@@ -89,7 +93,14 @@ def sweeping_worker(django_db_blocker):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_lost_task_is_sent_again_by_the_worker_sweep(basic_server, sweeping_worker):
-    """A row whose task never reached the broker (Redis was down, a worker died before the chord)."""
+    """A row whose task never reached the broker (Redis was down, a worker died before the chord).
+
+    The sweep lock is held, as a worker SIGKILLed mid-sweep leaves it: it expires after a few
+    intervals (it used to block every sweep for a minute, which timed out the worker-kill test)."""
+    with override_settings(SWEEP_INTERVAL=float(FAST_SWEEP["SWEEP_INTERVAL"])):
+        ttl = lock_ttl()
+    assert ttl <= 5
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).set(lock_key(), "killed-holder", px=int(ttl * 1000))
     call = start_tool_call(server=basic_server, tool_name="echo", arguments={"text": "found again"}, origin="manual",
                            user=basic_server.owner, enqueue=False)
     wait_for(lambda: ToolCall.objects.get(pk=call.pk).is_final, timeout=20, message="the sweep to re-send the lost call")
