@@ -102,7 +102,7 @@ def close_if_stale(turn: Turn) -> Staleness:
     progress long after that is failed: without this the conversation would answer 409 until
     someone pressed Stop.
     """
-    if ToolCall.objects.filter(turn=turn, status__in=[ToolCall.Status.QUEUED, ToolCall.Status.RUNNING]).exists():
+    if ToolCall.objects.filter(turn=turn, status__in=ToolCall.ACTIVE).exists():
         return Staleness()
     now = timezone.now()
     calls = ToolCall.objects.filter(turn=turn).aggregate(finished=Max("finished_at"), started=Max("started_at"))
@@ -140,8 +140,7 @@ def stop_turn(turn: Turn) -> None:
     from tools.live_calls import cancel_calls
 
     Turn.objects.filter(pk=turn.pk).update(stop_requested=True)
-    active = [ToolCall.Status.QUEUED, ToolCall.Status.RUNNING]
-    cancel_calls(ToolCall.objects.filter(turn=turn, status__in=active).only("pk", "status", "celery_task_id"),
+    cancel_calls(ToolCall.objects.filter(turn=turn, status__in=ToolCall.ACTIVE).only("pk", "status", "celery_task_id"),
                  "Stopped by the user.")
     finish_turn(turn, Turn.Status.STOPPED)
 

@@ -327,7 +327,7 @@ def _read(document: dict[str, Any]) -> dict[str, Any]:
             "finished_at": c.time("finished_at"), "duration_ms": c.number("duration_ms"),
             "full_result": None, "projection": None, "model_context": None,
         }
-        if entry["status"] in (ToolCall.Status.QUEUED, ToolCall.Status.RUNNING):
+        if entry["status"] in ToolCall.ACTIVE:
             entry["status"], entry["error"] = ToolCall.Status.CANCELLED, entry["error"] or "Not finished when it was exported."
         full = c.obj("full_result")
         if full is not None:

@@ -282,6 +282,13 @@ MCP_WEB_WAIT = _env_float("MCP_WEB_WAIT", MCP_CONNECT_TIMEOUT + MCP_CALL_TIMEOUT
 # Suggestions under a prompt argument or a template variable: asked while the user types.
 COMPLETION_TIMEOUT = _env_float("COMPLETION_TIMEOUT", 5)
 
+# Multi round-trip input (2026-07-28; tools/input_rounds.py): a call that asks for input rests
+# until someone answers, at most MCP_INPUT_TIMEOUT seconds per round; a server may ask at most
+# MCP_INPUT_MAX_ROUNDS times in one call, with a requestState of at most MCP_INPUT_STATE_MAX_BYTES.
+MCP_INPUT_TIMEOUT = _env_float("MCP_INPUT_TIMEOUT", 900.0)
+MCP_INPUT_MAX_ROUNDS = _env_int("MCP_INPUT_MAX_ROUNDS", 10)
+MCP_INPUT_STATE_MAX_BYTES = _env_int("MCP_INPUT_STATE_MAX_BYTES", 256 * 1024)
+
 # A server's sampling/createMessage carrying more text than this is refused with a clear
 # message (tools/server_requests.py): it would not fit a model, nor a page.
 SAMPLING_MAX_CHARS = _env_int("SAMPLING_MAX_CHARS", 100_000)

@@ -349,9 +349,11 @@ def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
 def server_request_answer(request: HttpRequest, pk) -> JsonResponse:
     """The user's answer: elicitation `{action: accept|decline|cancel, content?}`; sampling
     `{action: approve, messages, model?, api_base?}`, then `{action: send, text?}`, or `{action: reject}`."""
-    from tools import server_requests
+    from tools import input_rounds, server_requests
 
     row = get_object_or_404(ServerRequest.objects.filter(tool_call__in=own_calls(request).values("pk"))
                             .select_related("tool_call__conversation"), pk=pk)
     row = server_requests.answer(row, request.user, json_body(request))
+    # A 2026-07-28 call rests while its round is open: the last answer queues its retry.
+    input_rounds.resume_if_answered(row)
     return JsonResponse(server_requests.server_request_json(row, detail=True))

@@ -1089,6 +1089,8 @@ class Connection:
         tag: Any = None,
         on_progress: ProgressCallback | None = None,
         max_timeout: float | None = None,
+        input_responses: dict[str, Any] | None = None,
+        request_state: str | None = None,
     ) -> dict[str, Any]:
         """The raw ``tools/call`` result, unknown fields kept; never validated against outputSchema.
 
@@ -1096,8 +1098,16 @@ class Connection:
         ``max_timeout`` above ``timeout``, each progress notification gives the server ``timeout``
         again, up to ``max_timeout`` in all. ``tag`` names the call to ``on_server_request``.
         Cancelling the awaiting task sends ``notifications/cancelled``.
+
+        On a 2026-07-28 connection the result may be ``resultType: "input_required"``: it is
+        returned as it came (tools/input_rounds.py runs the rounds), and the retry passes
+        ``input_responses`` and the ``request_state`` echoed verbatim.
         """
-        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments or {}))
+        params = types.CallToolRequestParams(name=name, arguments=arguments or {})
+        if input_responses is not None or request_state is not None:
+            params = types.CallToolRequestParams(name=name, arguments=arguments or {}, input_responses=input_responses,
+                                                 request_state=request_state)
+        request = types.CallToolRequest(params=params)
         if tag is None:
             return await self._request(request, timeout, on_progress, max_timeout)
         token = _current_tag.set(tag)

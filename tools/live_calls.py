@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from inspector.events import publish
 from tools import deadlines, events, waits
-from tools.models import ToolCall
+from tools.models import ServerRequest, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +104,13 @@ def _store_progress(tool_call_id: str, value: dict[str, Any], groups: list[str],
         publish(group, event)
 
 
-async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | None = None) -> dict[str, Any]:
+async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | None = None,
+               input_responses: dict[str, Any] | None = None, request_state: str | None = None) -> dict[str, Any]:
     """`tools/call` with progress, server requests and Cancel; raises Cancelled when cancelled.
 
     The server has `timeout` seconds to answer; each progress notification gives it `timeout`
-    again, up to `max_timeout` in all (tools/deadlines.py)."""
+    again, up to `max_timeout` in all (tools/deadlines.py). A retry of a call that asked for
+    input carries the answers and the state (tools/input_rounds.py)."""
     loop = asyncio.get_running_loop()
     max_timeout = max(max_timeout or timeout, timeout)
     now = loop.time()
@@ -116,7 +118,8 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
                     timezone.now() + timedelta(seconds=timeout), timeout=timeout, hard_deadline=now + max_timeout,
                     started_at=tool_call.started_at)
     task = asyncio.ensure_future(conn.call_tool(tool_call.tool_name, tool_call.arguments or {}, timeout,
-                                                tag=live, on_progress=live.progress, max_timeout=max_timeout))
+                                                tag=live, on_progress=live.progress, max_timeout=max_timeout,
+                                                input_responses=input_responses, request_state=request_state))
     watcher = asyncio.ensure_future(waits.wait(waits.cancel_key(tool_call.pk), max_timeout + 5))
     ending = "The tool call ended before this request was answered."
     try:
@@ -150,10 +153,14 @@ def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
 
     cancelled = []
     for c in calls:
-        if not ToolCall.objects.filter(pk=c.pk, status__in=[ToolCall.Status.QUEUED, ToolCall.Status.RUNNING]).update(
+        if not ToolCall.objects.filter(pk=c.pk, status__in=ToolCall.ACTIVE).update(
             status=ToolCall.Status.CANCELLED, error=reason, finished_at=timezone.now()
         ):
             continue  # it finished meanwhile: it keeps its result
+        if c.status == ToolCall.Status.INPUT_REQUIRED:  # no worker holds it: its open requests end here
+            from tools.input_rounds import close_open_requests
+
+            close_open_requests(c.pk, ServerRequest.Status.CANCELLED, reason)
         if c.celery_task_id:
             app.control.revoke(c.celery_task_id)  # a queued call never starts; a redelivery is dropped
         waits.push(waits.cancel_key(c.pk), {"reason": reason})

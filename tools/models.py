@@ -317,8 +317,11 @@ class ToolCall(models.Model):
         FAILED = "failed"
         TIMED_OUT = "timed_out"
         CANCELLED = "cancelled"
+        INPUT_REQUIRED = "input_required", "waiting for input (the server asked; the call rests)"
 
     FINAL = {Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.CANCELLED}
+    # Not ended yet: a turn waits for these, Stop and Cancel end them.
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.INPUT_REQUIRED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
@@ -334,7 +337,7 @@ class ToolCall(models.Model):
     llm_tool_call_id = models.CharField(max_length=200, blank=True)
     arguments = models.JSONField(default=dict, blank=True)
     is_app = models.BooleanField("app tool", default=False)
-    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     error = models.TextField(blank=True)
     queued_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -357,8 +360,15 @@ class ToolCall(models.Model):
     )
     deadline_at = models.DateTimeField(
         null=True, blank=True,
-        help_text="When the worker running it is presumed gone: started + connect + timeout + margin, pushed on by progress.",
+        help_text="When the worker running it is presumed gone: started + connect + timeout + margin, pushed on by "
+        "progress; while it waits for input, when nobody answering ends it.",
     )
+    # Multi round-trip input (2026-07-28, tools/input_rounds.py): the round the call is in, the
+    # server's opaque requestState to echo on the retry (never shown to the model), and one
+    # summary per round (its request keys and kinds, the state's size, when).
+    input_round = models.PositiveSmallIntegerField(default=0, help_text="How many input-required rounds the server asked.")
+    input_state = models.TextField(blank=True, help_text="The latest requestState, echoed verbatim on the retry.")
+    input_rounds = models.JSONField(default=list, blank=True, help_text="Per round: keys, kinds, state bytes, at.")
 
     objects = ToolCallQuerySet.as_manager()
 

@@ -18,7 +18,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, JSONField, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from tools import deadlines, events, remote, tokens
+from tools import deadlines, events, input_rounds, remote, tokens
 from tools.connection import CallTimeout
 from tools.url_secrets import redact
 from tools.models import Projection, Server, Tool, ToolCall, ToolResult
@@ -41,6 +41,10 @@ def validate_output(schema: dict | None, raw: dict[str, Any]) -> tuple[bool | No
     except jsonschema.SchemaError as exc:
         return False, f"The tool's outputSchema is itself invalid: {exc.message}"
     return True, ""
+
+
+class CallResting(Exception):
+    """The call waits for someone to answer the server's request for input (tools/input_rounds.py)."""
 
 
 class CallInProgress(Exception):
@@ -104,6 +108,8 @@ def _claim(tool_call_id) -> ToolCall | None:
         deadline = call.deadline_at or call.started_at + deadlines.legacy_lease()
         remaining = (deadline - now).total_seconds()
         raise CallInProgress(min(max(remaining, 0.5), 5.0))
+    if call.status == ToolCall.Status.INPUT_REQUIRED:
+        raise CallResting()
     return None  # finished, or cancelled before it started
 
 
@@ -200,7 +206,7 @@ def end_call(tool_call_id, status: str, message: str) -> bool:
     if call is None:
         return False
     outcome = failure_outcome(status, message)
-    return _finish(call, status, outcome, None, message, ending=(ToolCall.Status.QUEUED, ToolCall.Status.RUNNING))
+    return _finish(call, status, outcome, None, message, ending=ToolCall.ACTIVE)
 
 
 def execute(tool_call_id) -> str:
@@ -221,9 +227,14 @@ def execute(tool_call_id) -> str:
             raise RuntimeError(f"The server “{server.name}” is disabled.")
         if call.attempts > MAX_ATTEMPTS:
             raise RuntimeError(f"Gave up after {MAX_ATTEMPTS} attempts: the worker running this call stopped each time.")
-        # Progress can keep the call going up to the hard maximum: the outer bound allows it.
-        raw = remote.run(server, lambda conn: live_calls.call(conn, call, timeout, hard_max),
-                         timeout=max(timeout, hard_max) + settings.MCP_CONNECT_TIMEOUT + 5)
+        raw = _call_through_rounds(call, server, timeout, hard_max)
+        if raw is None:
+            return ToolCall.Status.INPUT_REQUIRED  # it rests until someone answers; no worker waits
+    except input_rounds.InputRefused as exc:
+        message = str(exc)
+        _finish(call, ToolCall.Status.FAILED, failure_outcome(ToolCall.Status.FAILED, message), None, message,
+                ending=(ToolCall.Status.RUNNING, ToolCall.Status.INPUT_REQUIRED))
+        return ToolCall.Status.FAILED
     except live_calls.Cancelled as exc:
         # The row already says `cancelled` (set by whoever cancelled it): the note for the model is written here.
         _finish(call, ToolCall.Status.CANCELLED, failure_outcome(ToolCall.Status.CANCELLED, str(exc)), None, str(exc))
@@ -251,6 +262,28 @@ def execute(tool_call_id) -> str:
     error = outcome.text if raw.get("isError") else ""
     _finish(call, status, outcome, raw, error)
     return status
+
+
+STATE_ONLY_PAUSE = 0.25  # seconds before retrying a round that carried only a requestState
+
+
+def _call_through_rounds(call: ToolCall, server: Server, timeout: float, hard_max: float) -> dict | None:
+    """`tools/call`, again for every input round the inspector answers by itself (roots, a
+    state-only round); None when a person must answer first (the call now rests)."""
+    from tools import live_calls
+
+    responses, state = input_rounds.answers(call) if call.input_round else (None, None)
+    while True:
+        # Progress can keep the call going up to the hard maximum: the outer bound allows it.
+        raw = remote.run(server, lambda conn: live_calls.call(conn, call, timeout, hard_max, responses, state),
+                         timeout=max(timeout, hard_max) + settings.MCP_CONNECT_TIMEOUT + 5)
+        if not input_rounds.is_input_required(raw):
+            return raw
+        if input_rounds.store_round(call, raw).pending:
+            return None
+        if not raw.get("inputRequests"):
+            time.sleep(STATE_ONLY_PAUSE)
+        responses, state = input_rounds.answers(call)
 
 
 def publish_status(call: ToolCall) -> None:

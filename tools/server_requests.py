@@ -14,8 +14,9 @@ elicitation whose schema is not a flat object of primitive properties, a URL-mod
 to anything but an http(s) URL, a sampling request with more text than SAMPLING_MAX_CHARS, and
 a request that cannot be tied to one tool call.
 
-The 2026-07-28 multi round-trip input (a call that rests as `input_required`) is meant to
-reuse the rows (`protocol`, `round`, `input_key`), the JSON shape and `answer`.
+The 2026-07-28 multi round-trip input (a call that rests as `input_required`, no worker
+waiting) reuses the rows (`protocol`, `round`, `input_key`), the checks, the JSON shape and
+`answer`; tools/input_rounds.py stores its rounds and queues the retry once they are answered.
 """
 
 from __future__ import annotations

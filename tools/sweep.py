@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from tools.calls import dispatch
-from tools.models import ToolCall
+from tools.input_rounds import close_open_requests
+from tools.models import ServerRequest, ToolCall
 from tools.deadlines import expired as past_deadline
 from tools.pipeline import MAX_ATTEMPTS, end_call
 
@@ -42,7 +44,9 @@ def sweep_calls(now: datetime | None = None) -> SweepReport:
     now = now or timezone.now()
     report = SweepReport()
     queued_deadline = now - timedelta(seconds=settings.CALL_QUEUE_DEADLINE)
-    for call in ToolCall.objects.filter(status=ToolCall.Status.QUEUED, queued_at__lt=queued_deadline).only("pk"):
+    # A call queued again after its input was answered has its own deadline (tools/input_rounds.py).
+    waited_too_long = Q(deadline_at__isnull=True, queued_at__lt=queued_deadline) | Q(deadline_at__lt=now)
+    for call in ToolCall.objects.filter(waited_too_long, status=ToolCall.Status.QUEUED).only("pk"):
         waited = settings.CALL_QUEUE_DEADLINE
         if end_call(call.pk, ToolCall.Status.FAILED, f"No worker started this call within {waited:g} s (is a Celery worker running?)."):
             report.ended += 1
@@ -73,6 +77,12 @@ def sweep_calls(now: datetime | None = None) -> SweepReport:
         )
         if requeued:
             report.resent += dispatch(call.pk, task_id)
+    # Waiting for input past its deadline: nobody answered the server's request in time.
+    for call in ToolCall.objects.filter(status=ToolCall.Status.INPUT_REQUIRED, deadline_at__lt=now).only("pk"):
+        message = f"Nobody answered the server's request for input within {settings.MCP_INPUT_TIMEOUT:g} s (MCP_INPUT_TIMEOUT)."
+        close_open_requests(call.pk, ServerRequest.Status.EXPIRED, message)
+        report.ended += end_call(call.pk, ToolCall.Status.FAILED, message)
+
     if report.resent or report.ended:
         log.warning("sweep: %d tool call(s) sent again, %d ended", report.resent, report.ended)
     return report

@@ -8,18 +8,28 @@ from celery import shared_task
 from django.conf import settings
 
 from tools import pipeline
-from tools.models import Server
+from tools.models import Server, ToolCall
 from tools.url_secrets import redact
+
+
+# How often a chat step's task looks at a call that waits for input or runs in another delivery.
+CHORD_POLL = 1.0
 
 
 @shared_task(name="tools.tasks.execute_tool_call", bind=True, max_retries=None)
 def execute_tool_call(self, tool_call_id: str) -> str:
+    """Run the call (tools/pipeline.py). A chat step waits on its calls' tasks (a chord), so there
+    the task returns only once the call has ended: while another delivery runs it, or while it
+    rests waiting for input (tools/input_rounds.py), the task retries (no worker waits)."""
     try:
-        return pipeline.execute(tool_call_id)
+        status = pipeline.execute(tool_call_id)
     except pipeline.CallInProgress as busy:
-        # Only returns once a delivery has finished the call: a chord waiting on it never
-        # moves on with the call unfinished.
-        raise self.retry(countdown=busy.retry_in) from None
+        raise self.retry(countdown=CHORD_POLL if self.request.chord else busy.retry_in) from None
+    except pipeline.CallResting:
+        status = ToolCall.Status.INPUT_REQUIRED
+    if status == ToolCall.Status.INPUT_REQUIRED and self.request.chord:
+        raise self.retry(countdown=CHORD_POLL)
+    return status
 
 
 def _error(exc: Exception) -> dict[str, Any]:

@@ -163,7 +163,8 @@ function updateCard(call) {
   card.querySelector(".app").hidden = !call.is_app;
   card.querySelector(".toggle").hidden = !!call.pending;  // no result yet: nothing to toggle
   const status = card.querySelector(".status");
-  status.className = `status ${call.status}`; status.textContent = call.status;
+  status.className = `status ${call.status}`;
+  status.textContent = call.status === "input_required" ? "waiting for input" : call.status;
   // A running call ticks its elapsed time (and shows its timeout); an ended one its duration.
   const duration = card.querySelector(".duration");
   if (!showElapsed(duration, call)) duration.textContent = call.duration_ms != null ? `${Math.round(call.duration_ms)} ms` : "";

@@ -42,7 +42,9 @@ export async function runToolCall({ serverId, tool, args, timeout }) {
   const sock = liveSocket(`/ws/tool-calls/${call.id}/`, {
     onEvent(ev) {
       if (ev.type === "tool_call.status") {
-        status.className = `status ${ev.tool_call.status}`; status.textContent = `${ev.tool_call.status}…`;
+        const waiting = ev.tool_call.status === "input_required";  // the server asked: answer below
+        status.className = `status ${ev.tool_call.status}`;
+        status.textContent = waiting ? "waiting for your input…" : `${ev.tool_call.status}…`;
         showElapsed(elapsed, ev.tool_call);
         if (ev.tool_call.progress) showProgress(progress, ev.tool_call.progress);
       }

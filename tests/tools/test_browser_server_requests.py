@@ -132,3 +132,35 @@ def test_chat_card_elicitation_is_answered_in_place(browser, live_app, user, fak
     assert ServerRequest.objects.get(tool_call__conversation=conversation).action == "accept"
     page.screenshot(path=str(screenshots / "elicitation-chat-answered.png"), full_page=True)
     page.context.close()
+
+
+# --- 2026-07-28: the call rests between rounds; the same cards -------------------------------------
+
+@pytest.fixture(scope="module")
+def rounds_server_http():
+    from tests.mcp_servers.launch import start_server
+
+    server = start_server("rounds.py", "http")
+    yield server
+    server.stop()
+
+
+def test_tool_page_answers_an_input_required_call_round_by_round(browser, live_app, rounds_server_http, user,
+                                                                 patient_worker, screenshots):
+    rounds = Server.objects.create(name="rounds", transport="streamable_http", url=rounds_server_http.url, owner=user)
+    refresh_tools(rounds)
+    page = open_tool(browser, live_app, rounds, "trip", {"topic": "browsers"})
+    card = page.wait_for_selector(".server-request.elicitation.pending form.elicitation-form", timeout=20000)
+    assert "Who is asking about browsers?" in page.inner_text(".server-request .message")
+    page.wait_for_selector("#run-status.input_required >> text=waiting for your input", timeout=10000)
+    call = ToolCall.objects.get(server=rounds, tool_name="trip")
+    assert call.status == "input_required"  # resting: no worker holds it
+    page.fill(".server-request input[name=name]", "Dee")
+    card.query_selector("button.primary").click()
+    # Round 2 asks the model: a sampling card on the same page; rejecting it ends the call.
+    sampling = page.wait_for_selector(".server-request.sampling.pending", timeout=20000)
+    page.screenshot(path=str(screenshots / "input-required-round-2.png"), full_page=True)
+    sampling.query_selector("button:has-text('Reject')").click()
+    page.wait_for_selector("#run-status.failed", timeout=20000)
+    assert "was not answered: The user rejected the sampling request." in page.inner_text("#run-status")
+    assert [r.round for r in ServerRequest.objects.filter(tool_call=call).exclude(kind="roots").order_by("round")] == [1, 2]
