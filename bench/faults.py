@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The fault suite as a report: run the fault scenarios on the real stack and print their figures.
 
-    .venv/bin/python bench/faults.py [--kills 3] [--only crawl,secrets,hostile,kill,redis] [--postgres URL]
+    .venv/bin/python bench/faults.py [--kills 3] [--only crawl,secrets,hostile,kill,stream,redis] [--postgres URL]
 
 Each scenario is a test of the suite (bounded, asserting); this runner only repeats them and
 collects what they count (tests/figures.py: a test's `record(...)` lands in the file named by
@@ -9,6 +9,8 @@ FAULTS_FIGURES). Scenarios:
 
   kill     a worker SIGKILLed during a slow tool call (tests/tools/test_sweep.py), `--kills` times:
            how often the tool ran, rows per call, time from the kill to the call's end
+  stream   a worker SIGKILLed while the model streams (tests/faults/test_worker_killed_mid_stream.py),
+           `--kills` times: LLM requests for the step, time from the kill to the turn's end
   redis    Redis stopped and started under a running daphne and worker (tests/faults/test_faults.py)
   crawl    every route and WebSocket route as anonymous / another user / non-staff
            (tests/faults/test_route_crawl.py): routes, requests, problems, leaks
@@ -39,6 +41,7 @@ PYTHON = str(BASE_DIR / ".venv" / "bin" / "python") if (BASE_DIR / ".venv" / "bi
 
 SCENARIOS = {
     "kill": ["tests/tools/test_sweep.py", "-k", "worker_killed_mid_call"],
+    "stream": ["tests/faults/test_worker_killed_mid_stream.py"],
     "redis": ["tests/faults/test_faults.py"],
     "crawl": ["tests/faults/test_route_crawl.py"],
     "secrets": ["tests/faults/test_secrets_everywhere.py"],
@@ -90,7 +93,7 @@ def main() -> int:
     results: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     try:
         for name in chosen:
-            for _ in range(args.kills if name == "kill" else 1):
+            for _ in range(args.kills if name in ("kill", "stream") else 1):
                 results[name].append(run(name, SCENARIOS[name], figures, env))
         collected: dict[tuple[str, str], list] = defaultdict(list)
         for line in figures.read_text().splitlines():

@@ -120,7 +120,7 @@ def close_if_stale(turn: Turn) -> Staleness:
         ) if t is not None
     )
     quiet = now - last
-    step_lease = timedelta(seconds=settings.LLM_TIMEOUT + 60)
+    step_lease = step_lease_length()
     stale_after = timedelta(seconds=settings.LLM_TIMEOUT + settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT + 60)
     if quiet >= 2 * stale_after:
         finish_turn(turn, Turn.Status.FAILED, error="The turn stopped making progress (a worker may have died), so it was closed.")
@@ -157,6 +157,11 @@ def message_json(m: Message) -> dict[str, Any]:
 
 # --- one step -------------------------------------------------------------------------------------
 
+def step_lease_length() -> timedelta:
+    """How long a claimed step (or its last streamed beat) holds the turn before another delivery may take it."""
+    return timedelta(seconds=settings.LLM_TIMEOUT + settings.LLM_STEP_LEASE_MARGIN)
+
+
 class StepInProgress(Exception):
     """Another delivery of this step holds its lease; the task retries after a short wait."""
 
@@ -169,7 +174,7 @@ def _claim_step(turn_id: int, step: int) -> tuple[Turn | None, str]:
             return None, "not running"
         if Message.objects.filter(turn=turn, step=step, role=Message.Role.ASSISTANT).exists() or turn.steps > step:
             return None, "already done"
-        lease = timedelta(seconds=settings.LLM_TIMEOUT + 60)
+        lease = step_lease_length()
         if turn.steps == step and turn.step_claimed_at and timezone.now() - turn.step_claimed_at < lease:
             raise StepInProgress()
         if turn.stop_requested or step > settings.CHAT_MAX_STEPS:

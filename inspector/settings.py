@@ -308,6 +308,9 @@ REPLAY_IMPORT_MAX_BYTES = _env_int("REPLAY_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
 # A live replay (chat/live.py) gives up on a turn that has not ended after this long.
 REPLAY_LIVE_TURN_TIMEOUT = _env_float("REPLAY_LIVE_TURN_TIMEOUT", 600.0)
 LLM_TIMEOUT = _env_float("LLM_TIMEOUT", 120.0)
+# A step's lease is LLM_TIMEOUT + this margin after its claim (or its last streamed beat): past
+# it, the step's worker is presumed dead and the sweep sends the step again (chat/agent.py).
+LLM_STEP_LEASE_MARGIN = _env_float("LLM_STEP_LEASE_MARGIN", 60.0)
 
 # litellm must never phone home for its cost map: the machine may be offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -188,6 +188,21 @@ def run_call(server, tool: str, arguments: dict | None = None, user=None, origin
     return ToolCall.objects.select_related("server").get(pk=call.pk)
 
 
+def start_api_call(api, server, tool: str, arguments: dict) -> str:
+    """Start a call as the tool page does (POST …/call/); its id."""
+    resp = api.post(f"/api/servers/{server.pk}/tools/{tool}/call/", {"arguments": arguments})
+    assert resp.status_code == 202, resp.json()
+    return resp.json()["id"]
+
+
+def finished_call(call_id: str, timeout: float = 30):
+    """The call once it has ended, its full result loaded."""
+    from tools.models import ToolCall
+
+    wait_for(lambda: ToolCall.objects.get(pk=call_id).is_final, timeout=timeout, message="the call to end")
+    return ToolCall.objects.select_related("full_result").get(pk=call_id)
+
+
 def run_async(fn, *args):
     """Run `fn(*args)` (a coroutine function) to completion on a fresh loop in its own thread.
 

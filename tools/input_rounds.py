@@ -127,20 +127,24 @@ def store_round(call: ToolCall, raw: dict[str, Any]) -> Round:
             else:
                 row.status, row.expires_at = ServerRequest.Status.PENDING, expires
             rows.append(row)
-        ServerRequest.objects.bulk_create(rows)
+        if refused:  # the call ends: nobody is asked the rest of the round
+            for row in rows:
+                if row.status == ServerRequest.Status.PENDING:
+                    row.status, row.error, row.answered_at = ServerRequest.Status.CANCELLED, "Another request of this round was refused.", now
         pending = sum(row.status == ServerRequest.Status.PENDING for row in rows)
         summary = {"round": number, "keys": list(requests), "kinds": [KINDS[r["method"]] for r in requests.values()],
                    "state_bytes": len(state.encode()) if state else 0, "at": now.isoformat()}
         changes: dict[str, Any] = {"input_round": number, "input_state": state or "",
                                    "input_rounds": [*call.input_rounds, summary]}
-        if pending and not refused:
+        if pending:
             changes.update(status=ToolCall.Status.INPUT_REQUIRED, deadline_at=expires)
         still_running = ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(**changes)
+        if not still_running:  # cancelled (or ended by the sweep) meanwhile: nobody is asked anything
+            raise InputRefused("The call was ended while the server asked for input.")
+        ServerRequest.objects.bulk_create(rows)
         for name, value in changes.items():
             setattr(call, name, value)
-        transaction.on_commit(lambda: _publish(call, rows, bool(pending and still_running and not refused)))
-    if not still_running:
-        raise InputRefused("The call was ended while the server asked for input.")
+        transaction.on_commit(lambda: _publish(call, rows, bool(pending)))
     if refused:
         raise InputRefused("The inspector refused the server's request for input " + "; ".join(refused))
     return Round(number, pending)

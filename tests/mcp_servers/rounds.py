@@ -9,6 +9,7 @@ Tools (each answers ``tools/call`` with an ``InputRequiredResult`` until it has 
   round 3 answers "<name> / <model text> / <n> roots / round 3". A declined form ends it at once
   with "declined".
 * ``big_state(size)`` - asks a form elicitation with a requestState of ``size`` characters.
+* ``mixed()`` - a good form and a forbidden (nested) one in the same round.
 * ``endless()`` - asks again every round, forever (the client's round cap must stop it).
 * ``seen(tag)`` - what this process saw: the inputResponses and requestState of every round of
   ``trip`` calls with ``topic == tag``, as JSON.
@@ -96,6 +97,16 @@ async def big_state(size: int, ctx: Context) -> CallToolResult | InputRequiredRe
             request_state="s" * size,
         )
     return _text("got it back")
+
+
+@mcp.tool(structured_output=False)
+async def mixed(ctx: Context) -> CallToolResult | InputRequiredResult:
+    """A good form and one with a nested object (which the spec forbids) in the same round."""
+    nested = {"type": "object", "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    return InputRequiredResult(input_requests={
+        "good": ElicitRequest(params=ElicitRequestFormParams(message="Name?", requested_schema=FORM)),
+        "bad": ElicitRequest(params=ElicitRequestFormParams(message="Address?", requested_schema=nested)),
+    }, request_state="x")
 
 
 @mcp.tool(structured_output=False)

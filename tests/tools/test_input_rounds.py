@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from chat.models import Conversation
-from tests.helpers import refresh_tools, wait_for
+from tests.helpers import finished_call, refresh_tools, start_api_call, wait_for
 from tools.input_rounds import problem
 from tools.models import Projection, RpcFrame, Server, ServerRequest, ToolCall, ToolResult
 
@@ -59,20 +59,9 @@ def rounds(rounds_server_http, user):
     return server
 
 
-def start(api, server, tool: str, arguments: dict) -> str:
-    resp = api.post(f"/api/servers/{server.pk}/tools/{tool}/call/", {"arguments": arguments})
-    assert resp.status_code == 202, resp.json()
-    return resp.json()["id"]
-
-
 def resting(call_id: str, round_: int) -> ToolCall:
     return wait_for(lambda: (c := ToolCall.objects.get(pk=call_id)).status == "input_required" and c.input_round == round_ and c,
                     timeout=20, message=f"the call to rest in round {round_}")
-
-
-def finished(call_id: str) -> ToolCall:
-    wait_for(lambda: ToolCall.objects.get(pk=call_id).is_final, timeout=30, message="the call to end")
-    return ToolCall.objects.get(pk=call_id)
 
 
 def answer(api, row: ServerRequest, body: dict) -> dict:
@@ -95,7 +84,7 @@ def test_a_call_asks_in_two_rounds_rests_between_them_and_ends_once(api, rounds,
 
     assert api.patch(f"/api/servers/{rounds.pk}/", {"roots": ["file:///srv/a", "file:///srv/b"]}).status_code == 200
     tag = uuid.uuid4().hex
-    call_id = start(api, rounds, "trip", {"topic": tag})
+    call_id = start_api_call(api, rounds, "trip", {"topic": tag})
 
     # Round 1: a form and the roots. The roots are answered at once; the form waits for a person.
     call = resting(call_id, 1)
@@ -125,7 +114,7 @@ def test_a_call_asks_in_two_rounds_rests_between_them_and_ends_once(api, rounds,
     wait_for(lambda: ServerRequest.objects.get(pk=sampling.pk).status == "generated", message="the sampled answer")
     answer(api, sampling, {"action": "send"})
 
-    call = finished(call_id)
+    call = finished_call(call_id)
     assert call.status == "succeeded", call.error
     result = ToolResult.objects.get(tool_call=call)
     assert result.raw["content"][0]["text"] == "Ann / Purr. / 2 roots / round 3"
@@ -148,18 +137,18 @@ def test_a_call_asks_in_two_rounds_rests_between_them_and_ends_once(api, rounds,
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
 def test_a_declined_form_is_an_answer_and_a_rejected_sampling_ends_the_call(api, rounds):
-    call_id = start(api, rounds, "trip", {"topic": "decline"})
+    call_id = start_api_call(api, rounds, "trip", {"topic": "decline"})
     resting(call_id, 1)
     answer(api, ServerRequest.objects.get(tool_call_id=call_id, input_key="who"), {"action": "decline"})
-    call = finished(call_id)
+    call = finished_call(call_id)
     assert call.status == "succeeded" and call.full_result.raw["content"][0]["text"] == "declined"
 
-    call_id = start(api, rounds, "trip", {"topic": "reject"})
+    call_id = start_api_call(api, rounds, "trip", {"topic": "reject"})
     resting(call_id, 1)
     answer(api, ServerRequest.objects.get(tool_call_id=call_id, input_key="who"), {"action": "accept", "content": {"name": "B"}})
     resting(call_id, 2)
     answer(api, ServerRequest.objects.get(tool_call_id=call_id, input_key="model"), {"action": "reject"})
-    call = finished(call_id)
+    call = finished_call(call_id)
     assert call.status == "failed"
     assert "“model” was not answered: The user rejected the sampling request." in call.error
     assert call.projection.text.startswith("Tool call failed: The server's sampling request")
@@ -169,13 +158,19 @@ def test_a_declined_form_is_an_answer_and_a_rejected_sampling_ends_the_call(api,
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
 def test_hostile_state_and_endless_rounds_end_the_call_clearly(api, rounds):
-    call = finished(start(api, rounds, "big_state", {"size": 10_000_000}))
+    call = finished_call(start_api_call(api, rounds, "big_state", {"size": 10_000_000}))
     assert call.status == "failed" and "requestState is" in call.error and "(MCP_INPUT_STATE_MAX_BYTES)" in call.error
     assert not ServerRequest.objects.filter(tool_call=call).exists()
     assert call.input_state == ""
 
+    # One forbidden request ends the call; nobody is asked the rest of the round.
+    call = finished_call(start_api_call(api, rounds, "mixed", {}))
+    assert call.status == "failed" and "refused the server's request for input “bad”: Property “address”" in call.error
+    assert dict(ServerRequest.objects.filter(tool_call=call).values_list("input_key", "status")) == {
+        "good": "cancelled", "bad": "refused"}
+
     # Roots-only rounds are answered by the inspector itself, round after round, up to the cap.
-    call = finished(start(api, rounds, "endless", {}))
+    call = finished_call(start_api_call(api, rounds, "endless", {}))
     assert call.status == "failed" and "more than 10 times" in call.error
     assert call.input_round == 10 and ServerRequest.objects.filter(tool_call=call, kind="roots").count() == 10
 
@@ -186,14 +181,14 @@ def test_hostile_state_and_endless_rounds_end_the_call_clearly(api, rounds):
 def test_cancel_and_the_input_deadline_end_a_resting_call(api, rounds):
     from tools.sweep import sweep_calls
 
-    call_id = start(api, rounds, "trip", {"topic": "cancel"})
+    call_id = start_api_call(api, rounds, "trip", {"topic": "cancel"})
     resting(call_id, 1)
     assert api.post(f"/api/tool-calls/{call_id}/cancel/", {}).status_code == 202
     call = ToolCall.objects.get(pk=call_id)
     assert call.status == "cancelled"
     assert ServerRequest.objects.get(tool_call_id=call_id, input_key="who").status == "cancelled"
 
-    call_id = start(api, rounds, "trip", {"topic": "nobody"})
+    call_id = start_api_call(api, rounds, "trip", {"topic": "nobody"})
     resting(call_id, 1)
     ToolCall.objects.filter(pk=call_id).update(deadline_at=timezone.now() - timedelta(seconds=1))
     assert sweep_calls().ended == 1

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from chat.models import Conversation
-from tests.helpers import refresh_tools, run_async, wait_for
+from tests.helpers import finished_call, refresh_tools, run_async, start_api_call, wait_for
 from tools.models import RpcFrame, Server, ServerLogMessage, ServerRequest, ToolCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -44,20 +44,9 @@ def asks_stdio(user):
     return server
 
 
-def start(api, server, tool: str, arguments: dict) -> str:
-    resp = api.post(f"/api/servers/{server.pk}/tools/{tool}/call/", {"arguments": arguments})
-    assert resp.status_code == 202, resp.json()
-    return resp.json()["id"]
-
-
 def pending_request(call_id: str, status: str = "pending") -> ServerRequest:
     return wait_for(lambda: ServerRequest.objects.filter(tool_call_id=call_id, status=status).first(),
                     timeout=20, message=f"a {status} server request")
-
-
-def finished(call_id: str) -> ToolCall:
-    wait_for(lambda: ToolCall.objects.get(pk=call_id).is_final, timeout=30, message="the call to end")
-    return ToolCall.objects.select_related("full_result").get(pk=call_id)
 
 
 def result_text(call: ToolCall) -> str:
@@ -67,7 +56,7 @@ def result_text(call: ToolCall) -> str:
 # --- elicitation ----------------------------------------------------------------------------------
 
 def test_form_elicitation_is_stored_shown_and_answered(api, asks):
-    call_id = start(api, asks, "ask_form", {"question": "Who are you?"})
+    call_id = start_api_call(api, asks, "ask_form", {"question": "Who are you?"})
     row = pending_request(call_id)
     assert row.kind == "elicitation" and row.mode == "form" and row.method == "elicitation/create"
     assert row.params["requestedSchema"]["properties"]["name"]["type"] == "string"
@@ -85,7 +74,7 @@ def test_form_elicitation_is_stored_shown_and_answered(api, asks):
     assert ok.status_code == 200, ok.json()
     assert ok.json()["status"] == "answered"
 
-    call = finished(call_id)
+    call = finished_call(call_id)
     assert call.status == "succeeded"
     assert result_text(call) == 'accept {"age": 41, "name": "Ann"}'
     row.refresh_from_db()
@@ -104,23 +93,23 @@ def test_form_elicitation_is_stored_shown_and_answered(api, asks):
 
 
 def test_decline_and_closed_page_cancel(api, asks):
-    call_id = start(api, asks, "ask_form", {"question": "Q1"})
+    call_id = start_api_call(api, asks, "ask_form", {"question": "Q1"})
     row = pending_request(call_id)
     assert api.post(f"/api/server-requests/{row.pk}/answer/", {"action": "decline"}).status_code == 200
-    assert result_text(finished(call_id)) == "decline"
+    assert result_text(finished_call(call_id)) == "decline"
 
-    call_id = start(api, asks, "ask_form", {"question": "Q2"})
+    call_id = start_api_call(api, asks, "ask_form", {"question": "Q2"})
     row = pending_request(call_id)
     # What the page sends when it is closed with a request open.
     assert api.post(f"/api/server-requests/{row.pk}/answer/", {"action": "cancel"}).status_code == 200
-    assert result_text(finished(call_id)) == "cancel"
+    assert result_text(finished_call(call_id)) == "cancel"
 
 
 def test_unanswered_elicitation_ends_with_cancel_within_the_call_timeout(api, asks):
-    call_id = start(api, asks, "ask_form", {"question": "Anyone?"})
+    call_id = start_api_call(api, asks, "ask_form", {"question": "Anyone?"})
     row = pending_request(call_id)
     assert row.expires_at is not None
-    call = finished(call_id)  # the worker's MCP_CALL_TIMEOUT is 6 s
+    call = finished_call(call_id)  # the worker's MCP_CALL_TIMEOUT is 6 s
     assert call.status == "succeeded" and result_text(call) == "cancel"
     row.refresh_from_db()
     assert row.status == "expired" and row.response == {"result": {"action": "cancel"}}
@@ -130,15 +119,15 @@ def test_unanswered_elicitation_ends_with_cancel_within_the_call_timeout(api, as
 
 
 def test_url_elicitation_shows_http_urls_and_refuses_javascript(api, asks):
-    call_id = start(api, asks, "ask_url", {"url": "https://login.example.com/start?x=1"})
+    call_id = start_api_call(api, asks, "ask_url", {"url": "https://login.example.com/start?x=1"})
     row = pending_request(call_id)
     summary = api.get(f"/api/server-requests/?tool_call={call_id}").json()["server_requests"][0]
     assert summary["mode"] == "url" and summary["url"] == "https://login.example.com/start?x=1"
     assert api.post(f"/api/server-requests/{row.pk}/answer/", {"action": "accept"}).status_code == 200
-    assert result_text(finished(call_id)) == "accept"
+    assert result_text(finished_call(call_id)) == "accept"
 
-    call_id = start(api, asks, "ask_url", {"url": "javascript:alert(document.cookie)"})
-    call = finished(call_id)
+    call_id = start_api_call(api, asks, "ask_url", {"url": "javascript:alert(document.cookie)"})
+    call = finished_call(call_id)
     text = result_text(call)
     assert text.startswith("error -32602: The inspector refused this request: Only http and https URLs"), text
     row = ServerRequest.objects.get(tool_call_id=call_id)
@@ -149,7 +138,7 @@ def test_url_elicitation_shows_http_urls_and_refuses_javascript(api, asks):
 @pytest.mark.parametrize("kind, why", [("array", 'must be an object schema (type "object"), not type "array"'),
                                        ("nested", "Property “address” has type \"object\"")])
 def test_schema_that_is_not_a_flat_object_is_refused_clearly(api, asks, kind, why):
-    call = finished(start(api, asks, "ask_schema", {"kind": kind}))
+    call = finished_call(start_api_call(api, asks, "ask_schema", {"kind": kind}))
     text = result_text(call)
     assert text.startswith("error -32602: The inspector refused this request:") and why in text, text
     row = ServerRequest.objects.get(tool_call_id=call.pk)
@@ -187,27 +176,27 @@ def test_sampling_in_chat_is_approved_edited_run_on_the_model_and_returned(api, 
     assert sampled["max_tokens"] == 200 and not sampled.get("stream")
     sent = api.post(f"/api/server-requests/{row.pk}/answer/", {"action": "send", "text": "Cats are small (checked)."})
     assert sent.status_code == 200
-    done = finished(str(call.pk))
+    done = finished_call(str(call.pk))
     assert result_text(done) == "model openai/test-model said: Cats are small (checked)."
 
 
 def test_sampling_without_a_model_is_refused_clearly_and_can_be_rejected(api, asks):
-    call_id = start(api, asks, "ask_model", {"text": "hello"})
+    call_id = start_api_call(api, asks, "ask_model", {"text": "hello"})
     row = pending_request(call_id)
     no_model = api.post(f"/api/server-requests/{row.pk}/answer/", {"action": "approve", "messages": [{"role": "user", "text": "hello"}]})
     assert no_model.status_code == 400 and "No model is configured" in no_model.json()["error"]
     assert api.post(f"/api/server-requests/{row.pk}/answer/", {"action": "reject"}).status_code == 200
-    assert result_text(finished(call_id)) == "error -1: The user rejected the sampling request."
+    assert result_text(finished_call(call_id)) == "error -1: The user rejected the sampling request."
 
 
 def test_unanswered_sampling_ends_with_an_error(api, asks):
-    call = finished(start(api, asks, "ask_model", {"text": "hello"}))
+    call = finished_call(start_api_call(api, asks, "ask_model", {"text": "hello"}))
     assert result_text(call) == "error -1: The sampling request was not answered: The call's time ran out before anyone answered."
     assert ServerRequest.objects.get(tool_call=call).status == "expired"
 
 
 def test_a_megabyte_of_sampling_text_is_refused_with_a_clear_message(api, asks):
-    call = finished(start(api, asks, "ask_model", {"text": "x" * 1000, "repeat": 1000}))
+    call = finished_call(start_api_call(api, asks, "ask_model", {"text": "x" * 1000, "repeat": 1000}))
     text = result_text(call)
     assert "carries 1,000,014 characters of text; the inspector accepts at most 100,000" in text, text[:300]
     row = ServerRequest.objects.get(tool_call=call)
@@ -223,7 +212,7 @@ def test_roots_are_answered_from_the_server_settings(api, asks):
     assert resp.status_code == 200, resp.json()
     bad = api.patch(f"/api/servers/{asks.pk}/", {"roots": ["https://example.com"]})
     assert bad.status_code == 400 and "file://" in bad.json()["error"] + json.dumps(bad.json())
-    call = finished(start(api, asks, "list_roots", {}))
+    call = finished_call(start_api_call(api, asks, "list_roots", {}))
     assert json.loads(result_text(call)) == [{"uri": "file:///srv/project", "name": None}, {"uri": "file:///tmp/x", "name": "tmp"}]
     row = ServerRequest.objects.get(tool_call=call)
     assert row.kind == "roots" and row.status == "answered"
@@ -234,7 +223,7 @@ def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, as
 
     from inspector.asgi import application
 
-    call_id = start(api, asks_stdio, "progress", {"steps": 4, "delay": 0.3})
+    call_id = start_api_call(api, asks_stdio, "progress", {"steps": 4, "delay": 0.3})
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
 
     async def listen():
@@ -267,8 +256,8 @@ def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, as
     # logging/setLevel per server: debug lets the server's debug lines through (the changed setting reconnects).
     # (a stdio server is edited by staff only: the setting is written directly here; the API's check is below)
     Server.objects.filter(pk=asks_stdio.pk).update(log_level="debug")
-    call_id = start(api, asks_stdio, "progress", {"steps": 2, "delay": 0.05})
-    finished(call_id)
+    call_id = start_api_call(api, asks_stdio, "progress", {"steps": 2, "delay": 0.05})
+    finished_call(call_id)
     levels = list(ServerLogMessage.objects.filter(tool_call_id=call_id).values_list("level", flat=True))
     assert levels == ["info", "debug", "info", "debug"]
     assert RpcFrame.objects.filter(server=asks_stdio, method="logging/setLevel", direction="out",
@@ -280,7 +269,7 @@ def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, as
 # --- cancellation ---------------------------------------------------------------------------------
 
 def test_cancel_sends_notifications_cancelled_and_ends_the_call_cancelled(api, asks):
-    call_id = start(api, asks, "wait", {"seconds": 5, "tag": "manual-cancel"})
+    call_id = start_api_call(api, asks, "wait", {"seconds": 5, "tag": "manual-cancel"})
     wait_for(lambda: ToolCall.objects.get(pk=call_id).status == "running", message="the call to run")
     wait_for(lambda: RpcFrame.objects.filter(server=asks, method="tools/call", payload__params__arguments__tag="manual-cancel").exists(),
              message="the tools/call frame")
@@ -291,7 +280,7 @@ def test_cancel_sends_notifications_cancelled_and_ends_the_call_cancelled(api, a
     assert call.status == "cancelled" and "cancelled" in call.projection.text
     assert wait_for(lambda: RpcFrame.objects.filter(server=asks, method="notifications/cancelled", direction="out").exists(),
                     timeout=10, message="notifications/cancelled")
-    assert result_text(finished(start(api, asks, "cancelled", {"tag": "manual-cancel"}))) == "1"
+    assert result_text(finished_call(start_api_call(api, asks, "cancelled", {"tag": "manual-cancel"}))) == "1"
     assert api.post(f"/api/tool-calls/{call_id}/cancel/").status_code == 409
 
 
@@ -304,14 +293,14 @@ def test_chat_stop_cancels_the_running_call_on_the_server(api, asks, fake_llm):
     wait_for(lambda: RpcFrame.objects.filter(server=asks, payload__params__arguments__tag="chat-stop").exists(), message="the call frame")
     assert api.post(f"/api/conversations/{conversation.pk}/stop/").status_code in (200, 202)
     wait_for(lambda: ToolCall.objects.get(pk=call.pk).status == "cancelled", timeout=5, message="the call cancelled")
-    assert wait_for(lambda: result_text(finished(start(api, asks, "cancelled", {"tag": "chat-stop"}))) == "1",
+    assert wait_for(lambda: result_text(finished_call(start_api_call(api, asks, "cancelled", {"tag": "chat-stop"}))) == "1",
                     timeout=15, message="the server to count the cancel")
 
 
 # --- who may see and answer ---------------------------------------------------------------------------
 
 def test_only_the_calls_owner_sees_and_answers_its_requests(api, asks, client, other_user):
-    call_id = start(api, asks, "ask_form", {"question": "private?"})
+    call_id = start_api_call(api, asks, "ask_form", {"question": "private?"})
     row = pending_request(call_id)
     client.logout()
     assert client.get(f"/api/server-requests/{row.pk}/").status_code == 401
@@ -324,4 +313,4 @@ def test_only_the_calls_owner_sees_and_answers_its_requests(api, asks, client, o
     client.force_login(asks.owner)
     assert client.post(f"/api/server-requests/{row.pk}/answer/", data=json.dumps({"action": "decline"}),
                        content_type="application/json").status_code == 200
-    finished(call_id)
+    finished_call(call_id)
