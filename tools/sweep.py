@@ -7,7 +7,8 @@ this sweep every SWEEP_INTERVAL seconds (see chat/sweeper.py), so every call end
 
 - queued, its task last sent more than CALL_RESEND_AFTER ago: the task is sent again
   (deliveries are idempotent, a duplicate is skipped);
-- queued for longer than CALL_QUEUE_DEADLINE: failed, "no worker started it";
+- queued for longer than CALL_QUEUE_DEADLINE (since it was created, or since it was queued
+  again: then its `deadline_at` says until when): failed, "no worker started it";
 - running past its deadline (`deadline_at`: connect + the call's own timeout + margin, pushed
   on by progress; see tools/deadlines.py) with attempts left: queued again and re-sent; with
   none left: failed. Ending publishes the usual event, so pages update.
@@ -72,8 +73,11 @@ def sweep_calls(now: datetime | None = None) -> SweepReport:
         # The worker died mid-call (or could not store the result): try once more.
         task_id = str(uuid.uuid4())
         # Still past its deadline: progress stored meanwhile means its worker is alive after all.
+        # Queued again with a queue deadline of its own (its old lease is past, its queued_at may be
+        # long ago): the first rule above must give a worker time to take it.
         requeued = ToolCall.objects.filter(past_deadline(now), pk=call.pk, started_at=call.started_at).update(
-            status=ToolCall.Status.QUEUED, dispatched_at=now, celery_task_id=task_id
+            status=ToolCall.Status.QUEUED, dispatched_at=now, celery_task_id=task_id,
+            deadline_at=now + timedelta(seconds=settings.CALL_QUEUE_DEADLINE),
         )
         if requeued:
             report.resent += dispatch(call.pk, task_id)

@@ -183,3 +183,27 @@ def test_a_turn_whose_calls_ended_but_whose_next_step_never_came_is_resumed(api,
     assert last.text == "resumed after the lost chord" and last.step == 2
     # The model got the stored projection of the call that ran before the worker died.
     assert any(m.get("role") == "tool" and m.get("content") == "hi" for m in fake_llm.bodies[-1]["messages"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_the_sweep_queues_again_gets_time_to_be_taken(basic_server, monkeypatch):
+    """A running call past its lease is queued again; the next pass must not end it as "no worker
+    started it" because its old lease (or its queued_at) is long past."""
+    from tools import sweep
+    from tools.sweep import sweep_calls
+
+    sent = []
+    # Only the rule is under test: the task goes nowhere, so no worker takes the call meanwhile.
+    monkeypatch.setattr(sweep, "dispatch", lambda pk, task_id: sent.append(task_id) or True)
+
+    call = start_tool_call(server=basic_server, tool_name="echo", arguments={"text": "x"}, origin="manual",
+                           user=basic_server.owner, enqueue=False)
+    long_ago = timezone.now() - timedelta(hours=1)
+    ToolCall.objects.filter(pk=call.pk).update(status="running", started_at=long_ago, queued_at=long_ago, attempts=1,
+                                               deadline_at=long_ago + timedelta(minutes=2))
+    assert sweep_calls().resent == 1
+    call.refresh_from_db()
+    assert call.status == "queued" and call.deadline_at > timezone.now()
+    assert sweep_calls().ended == 0
+    call.refresh_from_db()
+    assert call.status == "queued" and sent == [call.celery_task_id]
