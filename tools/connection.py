@@ -13,7 +13,7 @@ How raw data is obtained: the transport's read/write streams are wrapped
 (``_TapReader``/``_TapWriter``). Outgoing frames are the exact JSON the
 transports write (``model_dump(by_alias=True, exclude_unset=True)``). Incoming
 frames are the line parsed with ``json.loads`` for stdio (our own stdio transport,
-which also gives us the child's pid and stderr), and the parsed envelope for
+tools/stdio.py, which also gives us the child's pid and stderr), and the parsed envelope for
 HTTP/SSE (``result``/``params``/``error.data`` are free-form dicts there, so nested
 unknown fields survive; unknown *envelope* keys next to ``jsonrpc``/``id`` would not).
 A method's raw result is matched to its request by JSON-RPC id: the request id
@@ -38,7 +38,6 @@ import math
 import os
 import shlex
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, field
@@ -57,14 +56,13 @@ from mcp import Client
 from mcp.client import advertise
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
-from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
-from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from tools import message_parsing
+from tools.stdio import InvalidFrame, RawSessionMessage, StdioProcess, StdioStartFailed, stdio_transport
 from tools.url_secrets import mask as mask_url
 
 message_parsing.install()
@@ -105,7 +103,6 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 CLIENT_INFO = types.Implementation(name="mcp-inspector", version="0.1.0")
 _PAGE_CAP = 100  # a paginator that never ends must not hang a listing
 _CLOSE_GRACE = 8.0  # stdio shutdown is bounded by the SDK-style close-stdin/TERM/KILL sequence
-_STDERR_LINES = 200
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
@@ -194,22 +191,6 @@ class ServerConfig:
 
 
 # --------------------------------------------------------------------------- taps
-
-
-class InvalidFrame(ValueError):
-    """A line from a stdio server that is not a JSON-RPC message."""
-
-    def __init__(self, text: str, reason: str) -> None:
-        super().__init__(f"invalid message from server ({reason}): {text[:200]!r}")
-        self.text = text
-        self.reason = reason
-
-
-@dataclass
-class _RawSessionMessage(SessionMessage):
-    """A SessionMessage that remembers the exact JSON object read off the wire."""
-
-    raw: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -327,146 +308,6 @@ class _TappedTransport:
         return await self._inner.__aexit__(*exc)
 
 
-# ------------------------------------------------------------------ stdio transport
-
-
-class _StdioProcess:
-    """State of our stdio child, readable by the Connection for pid/exit code/stderr."""
-
-    def __init__(self) -> None:
-        self.process: anyio.abc.Process | None = None
-        self.stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode if self.process is not None else None
-
-
-def _parse_line(line: str) -> SessionMessage | Exception:
-    try:
-        raw = json.loads(line)
-    except ValueError as exc:
-        return InvalidFrame(line, f"not JSON: {exc}")
-    try:
-        message = types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
-    except ValidationError:
-        return InvalidFrame(line, "not a JSON-RPC message")
-    return _RawSessionMessage(message, raw=raw)
-
-
-@asynccontextmanager
-async def _stdio_transport(
-    config: ServerConfig, state: _StdioProcess, on_stderr: Callable[[str], None] | None
-) -> AsyncIterator[tuple[Any, Any]]:
-    """Newline-delimited JSON-RPC over a child's stdin/stdout, modelled on ``mcp.client.stdio``.
-
-    Ours because the SDK's hides the process (no pid, stderr goes to a file) and
-    parses lines before anyone can see the raw JSON. Shutdown follows the spec:
-    close stdin, wait, SIGTERM the process group, SIGKILL; every wait bounded.
-    """
-    env = {**get_default_environment(), **dict(config.env)}
-    if config.cwd and not os.path.isdir(config.cwd):
-        raise ConnectionFailed(f"{config.name}: working directory {config.cwd!r} does not exist")
-    try:
-        process = await anyio.open_process(
-            [config.command, *config.args], env=env, cwd=config.cwd or None, start_new_session=True
-        )
-    except OSError as exc:
-        raise ConnectionFailed(
-            f"{config.name}: could not start {config.command!r}: {exc.strerror or exc}"
-        ) from exc
-    state.process = process
-    assert process.stdin and process.stdout and process.stderr
-    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def stdout_reader() -> None:
-        buffer = b""
-        async with read_send:
-            try:
-                async for chunk in process.stdout:  # type: ignore[union-attr]
-                    lines = (buffer + chunk).split(b"\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        text = line.decode("utf-8", errors="replace").strip()
-                        if text:
-                            await read_send.send(_parse_line(text))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
-                pass
-            # EOF: give the exit code and last stderr lines a moment to arrive, for a clearer error.
-            with anyio.move_on_after(0.5):
-                await stderr_done.wait()
-                while process.returncode is None:
-                    await anyio.sleep(0.01)
-
-    stderr_done = anyio.Event()
-
-    async def stderr_reader() -> None:
-        buffer = b""
-        try:
-            async for chunk in process.stderr:  # type: ignore[union-attr]
-                lines = (buffer + chunk).split(b"\n")
-                buffer = lines.pop()[-65536:]
-                for line in lines:
-                    text = line.decode("utf-8", errors="replace").rstrip()
-                    state.stderr_tail.append(text)
-                    if on_stderr is not None:
-                        try:
-                            on_stderr(text)
-                        except Exception:
-                            logger.exception("on_stderr callback raised")
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
-            pass
-        finally:
-            stderr_done.set()
-
-    async def stdin_writer() -> None:
-        try:
-            async with write_recv:
-                async for item in write_recv:
-                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())  # type: ignore[union-attr]
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await read_send.aclose()  # the session must see the end, not hang
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(stdout_reader)
-        tg.start_soon(stderr_reader)
-        tg.start_soon(stdin_writer)
-        try:
-            yield read_recv, write_send
-        finally:
-            with anyio.CancelScope(shield=True):
-                await write_send.aclose()
-                await _stop_process(process)
-            tg.cancel_scope.cancel()
-
-
-async def _stop_process(process: anyio.abc.Process) -> None:
-    """Close stdin, give the server 2s to exit, then TERM/KILL its whole process group."""
-    try:
-        await process.stdin.aclose()  # type: ignore[union-attr]
-    except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass
-    with anyio.move_on_after(2.0):
-        while process.returncode is None:
-            await anyio.sleep(0.01)
-    if process.returncode is None:
-        await terminate_posix_process_tree(process, 2.0)
-        with anyio.move_on_after(2.0):
-            while process.returncode is None:
-                await anyio.sleep(0.01)
-    for stream in (process.stdout, process.stderr):
-        try:
-            await stream.aclose()  # type: ignore[union-attr]
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-
-
 # ---------------------------------------------------------------------- Connection
 
 
@@ -481,7 +322,7 @@ def _describe(exc: BaseException) -> str:
     leaves = [e for e in _flatten(exc) if not isinstance(e, anyio.get_cancelled_exc_class())] or _flatten(exc)
     parts = []
     for leaf in leaves:
-        if isinstance(leaf, ConnectionFailed):
+        if isinstance(leaf, (ConnectionFailed, StdioStartFailed)):
             return str(leaf)
         if isinstance(leaf, httpx2.ConnectError):
             parts.append(f"cannot connect ({leaf})")
@@ -529,7 +370,7 @@ class Connection:
         self._connected = False
         self._closed = False
         self._eof = False
-        self._stdio = _StdioProcess()
+        self._stdio = StdioProcess()
         self._sent_methods: dict[Any, str] = {}
         self._captures: dict[Any, _Capture] = {}
         self._handshake: dict[str, dict[str, Any]] = {}
@@ -621,7 +462,7 @@ class Connection:
                 self._emit_frame("in", {"invalid": str(item), "reason": type(item).__name__})
             return
         message = item.message
-        if isinstance(item, _RawSessionMessage):
+        if isinstance(item, RawSessionMessage):
             wire = item.raw
         elif isinstance(message, JSONRPCResponse):
             # The SDK keeps a response's `result` as the plain JSON object it parsed: use it as
@@ -656,7 +497,7 @@ class Connection:
     def _transport(self) -> Any:
         config = self.config
         if config.transport == "stdio":
-            return _stdio_transport(config, self._stdio, self.on_stderr)
+            return stdio_transport(config, self._stdio, self.on_stderr)
         headers = dict(config.headers)
         if config.transport == "streamable_http":
             # read=None: response streams legitimately stay open during long calls,
@@ -701,6 +542,8 @@ class Connection:
     def _connect_error(self, failure: BaseException) -> ConnectionFailed:
         if isinstance(failure, ConnectionFailed):
             return failure
+        if isinstance(failure, StdioStartFailed):
+            return ConnectionFailed(str(failure))
         name = self.config.name
         if self.config.transport == "stdio":
             where = " ".join(shlex.join([self.config.command, *self.config.args]).split())[:300]
