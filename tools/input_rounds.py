@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from tools import events
 from tools.calls import dispatch
+from tools.deadlines import call_timeout
 from tools.models import Server, ServerRequest, ToolCall
 from tools.server_requests import KINDS, publish_request, refusal
 
@@ -133,11 +134,15 @@ def store_round(call: ToolCall, raw: dict[str, Any]) -> Round:
                     row.status, row.error, row.answered_at = ServerRequest.Status.CANCELLED, "Another request of this round was refused.", now
         pending = sum(row.status == ServerRequest.Status.PENDING for row in rows)
         summary = {"round": number, "keys": list(requests), "kinds": [KINDS[r["method"]] for r in requests.values()],
-                   "state_bytes": len(state.encode()) if state else 0, "at": now.isoformat()}
+                   "state_bytes": len(state.encode()) if state else 0, "has_state": state is not None,
+                   "at": now.isoformat()}
         changes: dict[str, Any] = {"input_round": number, "input_state": state or "",
                                    "input_rounds": [*call.input_rounds, summary]}
         if pending:
             changes.update(status=ToolCall.Status.INPUT_REQUIRED, deadline_at=expires)
+        else:  # answered at once: the worker calls again now, with the lease of a new call
+            lease = settings.MCP_CONNECT_TIMEOUT + call_timeout(call) + settings.CALL_LEASE_MARGIN
+            changes.update(deadline_at=now + timedelta(seconds=lease))
         still_running = ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(**changes)
         if not still_running:  # cancelled (or ended by the sweep) meanwhile: nobody is asked anything
             raise InputRefused("The call was ended while the server asked for input.")
@@ -169,7 +174,8 @@ def answers(call: ToolCall) -> tuple[dict[str, Any], str | None]:
             continue
         error = (response.get("error") or {}).get("message") or row.error or f"it ended {row.status}"
         raise InputRefused(f"The server's {row.kind} request “{row.input_key}” was not answered: {error}")
-    return responses, call.input_state or None
+    has_state = bool(call.input_rounds) and call.input_rounds[-1].get("has_state", bool(call.input_state))
+    return responses, call.input_state if has_state else None
 
 
 def resume_if_answered(row: ServerRequest) -> bool:
@@ -195,7 +201,8 @@ def resume_if_answered(row: ServerRequest) -> bool:
 
 def close_open_requests(tool_call_id, status: str, reason: str) -> int:
     """End the call's open requests (the call was cancelled, or nobody answered in time)."""
-    rows = list(ServerRequest.objects.filter(tool_call_id=tool_call_id, status__in=ServerRequest.OPEN))
+    rows = list(ServerRequest.objects.filter(tool_call_id=tool_call_id, status__in=ServerRequest.OPEN,
+                                             protocol=ServerRequest.Protocol.INPUT_REQUIRED))
     now = timezone.now()
     for row in rows:
         elicitation = row.kind == ServerRequest.Kind.ELICITATION

@@ -151,16 +151,23 @@ def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
     """
     from inspector.celery import app
 
+    from tools.input_rounds import close_open_requests
+    from tools.pipeline import end_call
+
     cancelled = []
     for c in calls:
-        if not ToolCall.objects.filter(pk=c.pk, status__in=ToolCall.ACTIVE).update(
-            status=ToolCall.Status.CANCELLED, error=reason, finished_at=timezone.now()
-        ):
-            continue  # it finished meanwhile: it keeps its result
-        if c.status == ToolCall.Status.INPUT_REQUIRED:  # no worker holds it: its open requests end here
-            from tools.input_rounds import close_open_requests
-
+        changes = {"status": ToolCall.Status.CANCELLED, "error": reason, "finished_at": timezone.now()}
+        # A call resting for input (tools/input_rounds.py) has no worker: it is ended here, its
+        # open requests closed and the model's note written; a chat step's task for it finds it
+        # ended at its next look (it is not revoked: that would fail the chord, and the turn).
+        resting = ToolCall.objects.filter(pk=c.pk, status=ToolCall.Status.INPUT_REQUIRED).update(**changes)
+        if resting:
             close_open_requests(c.pk, ServerRequest.Status.CANCELLED, reason)
+            end_call(c.pk, ToolCall.Status.CANCELLED, reason)
+            cancelled.append(str(c.pk))
+            continue
+        if not ToolCall.objects.filter(pk=c.pk, status__in=ToolCall.ACTIVE).update(**changes):
+            continue  # it finished meanwhile: it keeps its result
         if c.celery_task_id:
             app.control.revoke(c.celery_task_id)  # a queued call never starts; a redelivery is dropped
         waits.push(waits.cancel_key(c.pk), {"reason": reason})

@@ -199,14 +199,15 @@ def failure_outcome(status: str, message: str) -> Outcome:
 MAX_ATTEMPTS = 3
 
 
-def end_call(tool_call_id, status: str, message: str) -> bool:
-    """End a queued or running call that cannot finish by itself (the sweep), exactly as a
-    failed call ends: a projection telling the model why, the status, and the event."""
+def end_call(tool_call_id, status: str, message: str, ending: tuple[str, ...] = ToolCall.ACTIVE) -> bool:
+    """End a call that cannot finish by itself (the sweep, a Cancel of a resting call), exactly
+    as a failed call ends: a projection telling the model why, the status, and the event. Only
+    from the statuses in `ending` (a cancelled call gets the cancelled note)."""
     call = _load(tool_call_id)
     if call is None:
         return False
     outcome = failure_outcome(status, message)
-    return _finish(call, status, outcome, None, message, ending=ToolCall.ACTIVE)
+    return _finish(call, status, outcome, None, message, ending=ending)
 
 
 def execute(tool_call_id) -> str:
@@ -232,8 +233,7 @@ def execute(tool_call_id) -> str:
             return ToolCall.Status.INPUT_REQUIRED  # it rests until someone answers; no worker waits
     except input_rounds.InputRefused as exc:
         message = str(exc)
-        _finish(call, ToolCall.Status.FAILED, failure_outcome(ToolCall.Status.FAILED, message), None, message,
-                ending=(ToolCall.Status.RUNNING, ToolCall.Status.INPUT_REQUIRED))
+        _finish(call, ToolCall.Status.FAILED, failure_outcome(ToolCall.Status.FAILED, message), None, message)
         return ToolCall.Status.FAILED
     except live_calls.Cancelled as exc:
         # The row already says `cancelled` (set by whoever cancelled it): the note for the model is written here.

@@ -125,6 +125,8 @@ def sampling_text_chars(params: dict[str, Any]) -> int:
 def refusal(kind: str, params: dict[str, Any]) -> str:
     """Why a request is refused before anyone sees it ('' when it may be shown)."""
     if kind == ServerRequest.Kind.ELICITATION:
+        if params.get("mode", "form") not in ("form", "url"):
+            return f"Unknown elicitation mode {str(params.get('mode'))[:20]!r}: only form and url exist."
         if params.get("mode") == "url":
             return url_problem(params.get("url"))
         return form_schema_problem(params.get("requestedSchema"))

@@ -84,8 +84,10 @@ def sweep_calls(now: datetime | None = None) -> SweepReport:
     # Waiting for input past its deadline: nobody answered the server's request in time.
     for call in ToolCall.objects.filter(status=ToolCall.Status.INPUT_REQUIRED, deadline_at__lt=now).only("pk"):
         message = f"Nobody answered the server's request for input within {settings.MCP_INPUT_TIMEOUT:g} s (MCP_INPUT_TIMEOUT)."
-        close_open_requests(call.pk, ServerRequest.Status.EXPIRED, message)
-        report.ended += end_call(call.pk, ToolCall.Status.FAILED, message)
+        # Only if still resting: a last-moment answer may have queued it again meanwhile.
+        if end_call(call.pk, ToolCall.Status.FAILED, message, ending=(ToolCall.Status.INPUT_REQUIRED,)):
+            report.ended += 1
+            close_open_requests(call.pk, ServerRequest.Status.EXPIRED, message)
 
     if report.resent or report.ended:
         log.warning("sweep: %d tool call(s) sent again, %d ended", report.resent, report.ended)

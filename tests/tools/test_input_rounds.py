@@ -36,6 +36,12 @@ def test_hostile_input_required_results_are_refused_with_the_reason(raw, why):
     assert why in problem(raw)
 
 
+def test_an_elicitation_mode_that_does_not_exist_is_refused():
+    from tools.server_requests import refusal
+
+    assert "only form and url exist" in refusal("elicitation", {"mode": "form" + "x" * 20, "message": "?"})
+
+
 def test_a_well_formed_round_passes_the_checks():
     assert problem({"resultType": "input_required", "requestState": "abc",
                     "inputRequests": {"who": {"method": "elicitation/create", "params": {}}, "r": {"method": "roots/list"}}}) == ""
@@ -187,6 +193,8 @@ def test_cancel_and_the_input_deadline_end_a_resting_call(api, rounds):
     call = ToolCall.objects.get(pk=call_id)
     assert call.status == "cancelled"
     assert ServerRequest.objects.get(tool_call_id=call_id, input_key="who").status == "cancelled"
+    # No worker holds a resting call: the model's note is written by the Cancel itself.
+    assert "cancelled" in Projection.objects.get(tool_call_id=call_id).text
 
     call_id = start_api_call(api, rounds, "trip", {"topic": "nobody"})
     resting(call_id, 1)
