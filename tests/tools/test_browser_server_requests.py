@@ -164,3 +164,31 @@ def test_tool_page_answers_an_input_required_call_round_by_round(browser, live_a
     page.wait_for_selector("#run-status.failed", timeout=20000)
     assert "was not answered: The user rejected the sampling request." in page.inner_text("#run-status")
     assert [r.round for r in ServerRequest.objects.filter(tool_call=call).exclude(kind="roots").order_by("round")] == [1, 2]
+
+
+def test_chat_card_of_a_resting_call_is_answered_and_the_turn_goes_on(browser, live_app, rounds_server_http, user,
+                                                                      patient_worker, fake_llm, screenshots):
+    rounds = Server.objects.create(name="rounds", transport="streamable_http", url=rounds_server_http.url, owner=user)
+    refresh_tools(rounds)
+    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test")
+    conversation.servers.set([rounds])
+    fake_llm.script([
+        {"text": "Let me ask.", "tool_calls": [{"name": "rounds__trip", "arguments": {"topic": "chats"}, "id": "r1"}]},
+        {"text": "You **declined**, fine."},
+    ])
+    page = login_page(browser, live_app, "alice", "alice-pass-123")
+    page.goto(f"{live_app.url}/chat/{conversation.pk}/")
+    page.wait_for_selector("#conn-state.ok")
+    page.fill("#composer-text", "ask me")
+    page.press("#composer-text", "Enter")
+    card = page.wait_for_selector(".tool-card .server-request.pending form", timeout=20000)
+    assert "Who is asking about chats?" in page.inner_text(".tool-card .server-request .message")
+    page.wait_for_selector(".tool-card .status.input_required >> text=waiting for input", timeout=10000)
+    page.screenshot(path=str(screenshots / "input-required-chat.png"), full_page=True)
+    assert len(fake_llm.requests) == 1  # the turn waits for the resting call
+    card.query_selector("button:has-text('Decline')").click()
+    page.wait_for_selector(".tool-card .status.succeeded", timeout=20000)
+    page.wait_for_selector(".msg.assistant strong >> text=declined", timeout=20000)
+    tool_message = [m for m in fake_llm.requests[-1]["body"]["messages"] if m.get("role") == "tool"]
+    assert tool_message and tool_message[0]["content"] == "declined"
+    page.context.close()
