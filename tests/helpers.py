@@ -9,9 +9,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -88,6 +93,34 @@ def start_worker(hostname: str, extra: dict[str, str] | None = None, log_name: s
         raise RuntimeError(f"Celery worker did not answer a ping; see {log}")
     proc.hostname = hostname
     return proc
+
+
+@contextmanager
+def worker_to_kill(suite_worker: subprocess.Popen, queue: str, name: str,
+                   extra: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """A worker of the test's own that takes `queue` (the suite's worker stops consuming it
+    meanwhile), for a test to SIGKILL; stopped, if still alive, and the queue given back after."""
+    from inspector.celery import app
+
+    app.control.cancel_consumer(queue, destination=[suite_worker.hostname], reply=True)
+    victim = start_worker(f"{name}-{uuid.uuid4().hex[:8]}@localhost", extra, f"{name}-worker.log")
+    try:
+        yield victim
+    finally:
+        app.control.add_consumer(queue, destination=[suite_worker.hostname], reply=True)
+        if victim.poll() is None:
+            stop_process(victim)
+
+
+def kill_and_replace(victim: subprocess.Popen, name: str,
+                     extra: dict[str, str] | None = None) -> tuple[datetime, subprocess.Popen]:
+    """SIGKILL `victim` (its whole process group) and start its successor: (when it died, the successor)."""
+    from django.utils import timezone
+
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(10)
+    killed_at = timezone.now()
+    return killed_at, start_worker(f"{name}-{uuid.uuid4().hex[:8]}@localhost", extra, f"{name}-worker.log")
 
 
 def wait_until_worker_is_quiet(hostname: str) -> None:

@@ -7,16 +7,11 @@ meanwhile), the model is the fake LLM over HTTP holding its stream open.
 
 from __future__ import annotations
 
-import os
-import signal
-import uuid
-
 import pytest
-from django.utils import timezone
 
 from chat.models import Message, Turn
 from tests.figures import record
-from tests.helpers import start_worker, stop_process, wait_for
+from tests.helpers import kill_and_replace, stop_process, wait_for, worker_to_kill
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -25,8 +20,6 @@ FAST_STEPS = {"SWEEP_INTERVAL": "0.5", "LLM_TIMEOUT": "3", "LLM_STEP_LEASE_MARGI
 
 
 def test_a_worker_killed_while_the_model_streams_the_next_worker_finishes_the_turn(api, fake_llm, celery_worker):
-    from inspector.celery import app
-
     body = {"model": "openai/scripted", "api_base": fake_llm.url, "api_key": "sk-test"}
     cid = api.post("/api/conversations/", body).json()["id"]
     words = " ".join(f"w{i}" for i in range(60))
@@ -34,26 +27,17 @@ def test_a_worker_killed_while_the_model_streams_the_next_worker_finishes_the_tu
         {"text": words, "chunk_delay": 0.25},  # 15 s of stream: the victim dies in it
         {"text": "answered after the worker died"},
     ])
-    app.control.cancel_consumer("llm", destination=[celery_worker.hostname], reply=True)
-    victim = start_worker(f"victim-llm-{uuid.uuid4().hex[:8]}@localhost", {"SWEEP_INTERVAL": "3600"}, "victim-llm-worker.log")
-    try:
+    with worker_to_kill(celery_worker, "llm", "victim-llm", {"SWEEP_INTERVAL": "3600"}) as victim:
         assert api.post(f"/api/conversations/{cid}/messages/", {"text": "tell me a long story"}).status_code == 202
         turn = wait_for(lambda: Turn.objects.filter(conversation_id=cid).first(), message="the turn")
         # Killed once the stream is flowing (the model has been asked, the step is claimed).
         wait_for(lambda: len(fake_llm.requests) == 1 and Turn.objects.get(pk=turn.pk).steps == 1, timeout=20,
                  message="the model to be streaming")
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.wait(10)
-        killed_at = timezone.now()
-        successor = start_worker(f"successor-llm-{uuid.uuid4().hex[:8]}@localhost", FAST_STEPS, "successor-llm-worker.log")
+        killed_at, successor = kill_and_replace(victim, "successor-llm", FAST_STEPS)
         try:
             wait_for(lambda: Turn.objects.get(pk=turn.pk).status != "running", timeout=40, message="the turn to end")
         finally:
             stop_process(successor)
-    finally:
-        app.control.add_consumer("llm", destination=[celery_worker.hostname], reply=True)
-        if victim.poll() is None:
-            stop_process(victim)
     turn.refresh_from_db()
     assert turn.status == "completed", turn.error
     answers = list(Message.objects.filter(turn=turn, role="assistant").values_list("step", "text"))

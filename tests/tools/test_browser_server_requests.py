@@ -110,18 +110,24 @@ def test_tool_page_progress_bar_log_and_cancel(browser, live_app, asks, screensh
     page.context.close()
 
 
-def test_chat_card_elicitation_is_answered_in_place(browser, live_app, user, fake_llm, asks, screenshots):
+def ask_in_chat(browser, live_app, user, fake_llm, server, script: list[dict]):
+    """A conversation with `server` whose model follows `script`; its page, after sending "ask me"."""
     conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test")
-    conversation.servers.set([asks])
-    fake_llm.script([
-        {"text": "Let me ask.", "tool_calls": [{"name": "asks__ask_form", "arguments": {"question": "Your name, please?"}, "id": "q1"}]},
-        {"text": "Thanks, **Bea**."},
-    ])
+    conversation.servers.set([server])
+    fake_llm.script(script)
     page = login_page(browser, live_app, "alice", "alice-pass-123")
     page.goto(f"{live_app.url}/chat/{conversation.pk}/")
     page.wait_for_selector("#conn-state.ok")
     page.fill("#composer-text", "ask me")
     page.press("#composer-text", "Enter")
+    return conversation, page
+
+
+def test_chat_card_elicitation_is_answered_in_place(browser, live_app, user, fake_llm, asks, screenshots):
+    conversation, page = ask_in_chat(browser, live_app, user, fake_llm, asks, [
+        {"text": "Let me ask.", "tool_calls": [{"name": "asks__ask_form", "arguments": {"question": "Your name, please?"}, "id": "q1"}]},
+        {"text": "Thanks, **Bea**."},
+    ])
     card = page.wait_for_selector(".tool-card .server-request.pending form", timeout=20000)
     assert "Your name, please?" in page.inner_text(".tool-card .server-request .message")
     page.fill(".tool-card .server-request input[name=name]", "Bea")
@@ -170,17 +176,10 @@ def test_chat_card_of_a_resting_call_is_answered_and_the_turn_goes_on(browser, l
                                                                       patient_worker, fake_llm, screenshots):
     rounds = Server.objects.create(name="rounds", transport="streamable_http", url=rounds_server_http.url, owner=user)
     refresh_tools(rounds)
-    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test")
-    conversation.servers.set([rounds])
-    fake_llm.script([
+    _, page = ask_in_chat(browser, live_app, user, fake_llm, rounds, [
         {"text": "Let me ask.", "tool_calls": [{"name": "rounds__trip", "arguments": {"topic": "chats"}, "id": "r1"}]},
         {"text": "You **declined**, fine."},
     ])
-    page = login_page(browser, live_app, "alice", "alice-pass-123")
-    page.goto(f"{live_app.url}/chat/{conversation.pk}/")
-    page.wait_for_selector("#conn-state.ok")
-    page.fill("#composer-text", "ask me")
-    page.press("#composer-text", "Enter")
     card = page.wait_for_selector(".tool-card .server-request.pending form", timeout=20000)
     assert "Who is asking about chats?" in page.inner_text(".tool-card .server-request .message")
     page.wait_for_selector(".tool-card .status.input_required >> text=waiting for input", timeout=10000)

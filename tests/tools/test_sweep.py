@@ -6,8 +6,6 @@ short leases so a lost or orphaned call is recovered within seconds.
 
 from __future__ import annotations
 
-import os
-import signal
 import uuid
 from datetime import timedelta
 
@@ -19,7 +17,7 @@ from django.utils import timezone
 
 from chat.models import Conversation, Message, Turn
 from chat.sweeper import lock_key, lock_ttl
-from tests.helpers import stop_process, run_async, run_call, start_worker, wait_for
+from tests.helpers import kill_and_replace, run_async, run_call, start_worker, stop_process, wait_for, worker_to_kill
 from tests.figures import record
 from tools.calls import start_tool_call
 from tools.models import Projection, RpcFrame, ToolCall, ToolResult
@@ -113,30 +111,19 @@ def test_a_lost_task_is_sent_again_by_the_worker_sweep(basic_server, sweeping_wo
 def test_a_worker_killed_mid_call_the_next_worker_runs_it_again_once(basic_server, celery_worker):
     """SIGKILL during a slow call: the message stays unacknowledged in the broker for an hour;
     the sweep of the next worker re-runs the call after its lease, and it ends exactly once."""
-    # The suite's worker must not take the call: stop consuming on it for this test.
-    from inspector.celery import app
-
-    app.control.cancel_consumer("tools", destination=[celery_worker.hostname], reply=True)
-    victim = start_worker(f"victim-{uuid.uuid4().hex[:8]}@localhost", FAST_SWEEP, "victim-worker.log")
-    try:
+    # The suite's worker must not take the call: the victim takes the `tools` queue.
+    with worker_to_kill(celery_worker, "tools", "victim", FAST_SWEEP) as victim:
         tag = uuid.uuid4().hex
         call = start_tool_call(server=basic_server, tool_name="slow", arguments={"seconds": 2.5, "tag": tag},
                                origin="manual", user=basic_server.owner)
         # Killed once the request is on the wire (its frame is logged), so the tool really runs twice.
         wait_for(lambda: RpcFrame.objects.filter(method="tools/call", direction="out", payload__params__arguments__tag=tag).exists(),
                  timeout=20, message="the call to reach the server")
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.wait(10)
-        killed_at = timezone.now()
-        successor = start_worker(f"successor-{uuid.uuid4().hex[:8]}@localhost", FAST_SWEEP, "successor-worker.log")
+        killed_at, successor = kill_and_replace(victim, "successor", FAST_SWEEP)
         try:
             wait_for(lambda: ToolCall.objects.get(pk=call.pk).is_final, timeout=40, message="the next worker to finish the call")
         finally:
             stop_process(successor)
-    finally:
-        app.control.add_consumer("tools", destination=[celery_worker.hostname], reply=True)
-        if victim.poll() is None:
-            stop_process(victim)
     call.refresh_from_db()
     assert call.status == "succeeded", call.error
     assert call.attempts == 2
