@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install chromium bench clean
+.PHONY: run test install chromium bench clean conformance
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ chromium:
 
 test: install chromium
 	$(PY) -m inspector.launch test -- $(ARGS)
+
+# The official MCP client conformance suite against conformance/client.py (Node 22 comes from npm).
+conformance: install
+	cd conformance && npm ci --no-audit --no-fund --loglevel=error
+	$(PY) conformance/run.py
 
 clean:
 	rm -rf $(VENV) data test-artifacts

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The fault suite as a report: run the fault scenarios on the real stack and print their figures.
 
-    .venv/bin/python bench/faults.py [--kills 3] [--only crawl,secrets,hostile,kill,stream,redis] [--postgres URL]
+    .venv/bin/python bench/faults.py [--kills 3] [--only crawl,secrets,hostile,kill,stream,chord,task,redis,load] [--postgres URL]
 
 Each scenario is a test of the suite (bounded, asserting); this runner only repeats them and
 collects what they count (tests/figures.py: a test's `record(...)` lands in the file named by
@@ -11,6 +11,11 @@ FAULTS_FIGURES). Scenarios:
            how often the tool ran, rows per call, time from the kill to the call's end
   stream   a worker SIGKILLed while the model streams (tests/faults/test_worker_killed_mid_stream.py),
            `--kills` times: LLM requests for the step, time from the kill to the turn's end
+  chord    a worker SIGKILLed after storing a step that asked for tools, before their chord
+           (tests/faults/test_worker_killed_before_chord.py), `--kills` times: tool runs per call,
+           time from the kill to the turn's end
+  task     a worker SIGKILLed while it follows an MCP task (tests/tools/test_tasks.py), `--kills`
+           times: tasks started per call, rows per call, time from the kill to the call's end
   redis    Redis stopped and started under a running daphne and worker (tests/faults/test_faults.py)
   crawl    every route and WebSocket route as anonymous / another user / non-staff
            (tests/faults/test_route_crawl.py): routes, requests, problems, leaks
@@ -18,6 +23,9 @@ FAULTS_FIGURES). Scenarios:
            (tests/faults/test_secrets_everywhere.py)
   hostile  hostile bodies to every JSON endpoint, script payloads in the browser, servers that
            print garbage / flood / hang / crash (tests/faults/test_hostile_input.py)
+  load     two daphne + two workers, `--calls` API tool calls at `--concurrent` in flight and
+           `--turns` chat turns at once (tests/faults/test_load.py): lost, repeated, errors,
+           peak database connections per process, calls per second
 
 Runs through `python -m inspector.launch test` (embedded Valkey unless REDIS_URL is set; SQLite
 unless DATABASE_URL or --postgres is given). Exits non-zero when a scenario's test failed.
@@ -42,10 +50,13 @@ PYTHON = str(BASE_DIR / ".venv" / "bin" / "python") if (BASE_DIR / ".venv" / "bi
 SCENARIOS = {
     "kill": ["tests/tools/test_sweep.py", "-k", "worker_killed_mid_call"],
     "stream": ["tests/faults/test_worker_killed_mid_stream.py"],
+    "chord": ["tests/faults/test_worker_killed_before_chord.py"],
+    "task": ["tests/tools/test_tasks.py", "-k", "worker_killed"],
     "redis": ["tests/faults/test_faults.py"],
     "crawl": ["tests/faults/test_route_crawl.py"],
     "secrets": ["tests/faults/test_secrets_everywhere.py"],
     "hostile": ["tests/faults/test_hostile_input.py"],
+    "load": ["tests/faults/test_load.py"],
 }
 
 
@@ -76,9 +87,12 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=3, help="how many times to run the worker-kill scenario")
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios")
     parser.add_argument("--postgres", default="", help="a PostgreSQL URL for the test database (default: SQLite)")
+    parser.add_argument("--calls", type=int, default=500, help="load: API tool calls")
+    parser.add_argument("--turns", type=int, default=20, help="load: concurrent chat turns")
+    parser.add_argument("--concurrent", type=int, default=20, help="load: requests in flight")
     args = parser.parse_args()
 
-    env = dict(os.environ)
+    env = {**os.environ, "LOAD_CALLS": str(args.calls), "LOAD_TURNS": str(args.turns), "LOAD_CONCURRENT": str(args.concurrent)}
     if args.postgres:
         env["DATABASE_URL"] = args.postgres
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -93,7 +107,7 @@ def main() -> int:
     results: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     try:
         for name in chosen:
-            for _ in range(args.kills if name in ("kill", "stream") else 1):
+            for _ in range(args.kills if name in ("kill", "stream", "chord", "task") else 1):
                 results[name].append(run(name, SCENARIOS[name], figures, env))
         collected: dict[tuple[str, str], list] = defaultdict(list)
         for line in figures.read_text().splitlines():

@@ -50,12 +50,13 @@ class Staleness:
 
 # --- turn bookkeeping -----------------------------------------------------------------------------
 
-def start_turn(conversation: Conversation, text: str) -> Turn:
-    """Store the user's message as a new turn (chat/tasks.begin_turn sends its first step)."""
+def start_turn(conversation: Conversation, text: str, from_view=None) -> Turn:
+    """Store the user's message as a new turn (chat/tasks.begin_turn sends its first step).
+    `from_view`: the tool call whose App view sent it (ui/message), shown as its sender."""
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
         turn = Turn.objects.create(conversation=conversation)
-        message = conversation.append_message(role=Message.Role.USER, text=text, turn=turn)
+        message = conversation.append_message(role=Message.Role.USER, text=text, turn=turn, from_view=from_view)
         fields = {"status": Conversation.Status.RUNNING, "updated_at": timezone.now()}
         if not conversation.title:
             fields["title"] = text.strip().splitlines()[0][:80] if text.strip() else "Untitled"
@@ -152,6 +153,7 @@ def message_json(m: Message) -> dict[str, Any]:
         "id": m.pk, "seq": m.seq, "role": m.role, "text": m.text, "tool_calls": m.tool_calls,
         "tool_call_id": str(m.tool_call_id) if m.tool_call_id else None, "llm_tool_call_id": m.llm_tool_call_id,
         "turn_id": m.turn_id, "step": m.step, "model": m.model, "usage": m.usage, "created_at": m.created_at.isoformat(),
+        "from_view": {"tool_call_id": str(m.from_view_id), "tool": m.from_view.tool_name if m.from_view else ""} if m.from_view_id else None,
     }
 
 
@@ -240,7 +242,13 @@ def run_step(turn_id: int, step: int | None = None) -> StepOutcome:
         tool_messages = []
         for tc in requested:
             target = request.tool_map.get(tc["name"])
-            server = history.usable_servers(conversation).filter(pk=int(target[0])).first() if target else None
+            view_call = None
+            if target and target[0].startswith(history.VIEW_KEY):
+                # A tool an App view registered: run by the view in the chat page (tools/view_calls.py).
+                view_call = ToolCall.objects.filter(pk=target[0][len(history.VIEW_KEY):], conversation=conversation).first()
+                server = view_call.server if view_call else None
+            else:
+                server = history.usable_servers(conversation).filter(pk=int(target[0])).first() if target else None
             try:
                 arguments = json.loads(tc["arguments"] or "{}")
                 if not isinstance(arguments, dict):
@@ -256,8 +264,10 @@ def run_step(turn_id: int, step: int | None = None) -> StepOutcome:
                 )
                 continue
             call = start_tool_call(
-                server=server, tool_name=target[1], arguments=arguments, origin=ToolCall.Origin.LLM,
+                server=server, tool_name=target[1], arguments=arguments,
+                origin=ToolCall.Origin.VIEW if view_call else ToolCall.Origin.LLM, view_call=view_call,
                 user=conversation.owner, conversation=conversation, turn=turn, llm_tool_call_id=tc["id"], enqueue=False,
+                as_task=conversation.use_tasks,
             )
             calls.append(call)
             tool_messages.append(

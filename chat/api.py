@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +33,9 @@ class ConversationSettings(Body):
     temperature: float | None = Field(default=None, ge=0, le=2)
     server_ids: list[StrictInt] | None = None
     title: str | None = None
+    confirm_view_messages: bool | None = None
+    offer_view_tools: bool | None = None
+    use_tasks: bool | None = None
 
     @field_validator("api_base")
     @classmethod
@@ -43,6 +47,8 @@ class ConversationSettings(Body):
 
 class MessageBody(Body):
     text: str = Field(min_length=1)
+    # Set when an App view sent the message (ui/message): the tool call whose view it is.
+    from_tool_call: uuid.UUID | None = None
 
 
 def settings_from_body(request: HttpRequest, body: ConversationSettings, partial: bool) -> dict[str, Any]:
@@ -61,6 +67,12 @@ def settings_from_body(request: HttpRequest, body: ConversationSettings, partial
         out["system_prompt"] = body.system_prompt or ""
     if "title" in sent:
         out["title"] = (body.title or "")[:200]
+    if body.confirm_view_messages is not None:
+        out["confirm_view_messages"] = body.confirm_view_messages
+    if body.offer_view_tools is not None:
+        out["offer_view_tools"] = body.offer_view_tools
+    if body.use_tasks is not None:
+        out["use_tasks"] = body.use_tasks
     if body.temperature is not None:
         out["temperature"] = body.temperature
     if "server_ids" in sent or not partial:
@@ -81,6 +93,8 @@ def conversation_json(c: Conversation) -> dict[str, Any]:
     return {
         "id": c.pk, "title": c.title, "model": c.model, "api_base": c.api_base, "has_api_key": bool(c.api_key),
         "system_prompt": c.system_prompt, "temperature": c.temperature, "status": c.status, "read_only": c.read_only,
+        "confirm_view_messages": c.confirm_view_messages, "offer_view_tools": c.offer_view_tools,
+        "use_tasks": c.use_tasks,
         "server_ids": sorted(s.pk for s in c.servers.all()),
         "created_at": c.created_at.isoformat(), "updated_at": c.updated_at.isoformat(),
     }
@@ -114,7 +128,7 @@ def conversation_page(c: Conversation, request: HttpRequest) -> dict[str, Any]:
         raise ApiError("Give `before` or `after`, not both.")
     limit = _cursor(request, "limit") or PAGE_SIZE
     limit = min(limit, MAX_PAGE_SIZE)
-    messages = c.messages.all()
+    messages = c.messages.select_related("from_view")
     if after is not None:
         rows = list(messages.filter(seq__gt=after).order_by("seq")[: limit + 1])
         has_newer, rows = len(rows) > limit, rows[:limit]
@@ -125,7 +139,9 @@ def conversation_page(c: Conversation, request: HttpRequest) -> dict[str, Any]:
         has_older, rows = len(rows) > limit, rows[:limit][::-1]
         has_newer = before is not None and messages.filter(seq__gte=before).exists()
 
-    wanted = Q(pk__in=[m.tool_call_id for m in rows if m.tool_call_id])
+    shown = [m.tool_call_id for m in rows if m.tool_call_id]
+    # The calls of the page's messages, and the calls their App views made (listed under them).
+    wanted = Q(pk__in=shown) | Q(view_call_id__in=shown)
     if after is not None:
         since = c.messages.filter(seq=after).values_list("created_at", flat=True).first()
         if since is not None:
@@ -188,11 +204,16 @@ def post_message(request: HttpRequest, pk: int) -> JsonResponse:
     conversation = owned(request, pk)
     if conversation.read_only:
         raise ApiError("This conversation was imported and is read-only: replay it instead.", status=409)
-    text = parse_body(request, MessageBody).text
+    body = parse_body(request, MessageBody)
+    from_view = None
+    if body.from_tool_call is not None:
+        from_view = ToolCall.objects.filter(pk=body.from_tool_call, conversation=conversation).first()
+        if from_view is None:
+            raise ApiError("`from_tool_call` is not a tool call of this conversation.", status=400)
     active = conversation.active_turn()
     if active and not tasks.check_turn(active):
         raise ApiError("A turn is already running in this conversation; wait for it or stop it.", status=409)
-    turn = tasks.begin_turn(conversation, text)
+    turn = tasks.begin_turn(conversation, body.text, from_view=from_view)
     return JsonResponse({"turn_id": turn.pk}, status=202)
 
 

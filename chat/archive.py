@@ -18,12 +18,15 @@ import json
 import uuid
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import Any
+import re
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import ValidationError as PydanticValidationError
 
 from chat.models import Conversation, Message, ModelContext, Turn
 from tools import url_secrets
@@ -177,87 +180,172 @@ def parse(data: bytes | str) -> dict[str, Any]:
     return document
 
 
-class _Check:
-    """Typed reads from the parsed file, each failure naming where it is (`messages[3].role`)."""
+# --- the file's shape ------------------------------------------------------------------------------
+#
+# Pydantic models of version 1, strict (a string where a number belongs is an error, not a
+# conversion) and lenient about keys this version does not know. Missing or null strings read
+# as "", missing lists as []. What one field cannot say (ids used twice, references, indexes)
+# is checked in _read after validation.
 
-    def __init__(self, where: str, value: Any):
-        self.where, self.value = where, value
-        if not isinstance(value, dict):
-            raise ArchiveError(f"{where} must be an object.")
+def _iso_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise ValueError("must be an ISO 8601 date and time")
+    return timezone.make_aware(parsed, dt_timezone.utc) if timezone.is_naive(parsed) else parsed
 
-    def _fail(self, key: str, what: str) -> None:
-        raise ArchiveError(f"{self.where}.{key} must be {what}.")
 
-    def str(self, key: str, *, max_len: int | None = None, required: bool = False, choices=None) -> str:
-        value = self.value.get(key)
-        if value is None and not required:
-            return ""
-        if not isinstance(value, str):
-            self._fail(key, "a string")
-        if max_len is not None and len(value) > max_len:
-            self._fail(key, f"at most {max_len} characters")
-        if choices is not None and value not in choices:
-            self._fail(key, f"one of {', '.join(sorted(choices))}")
-        return value
+def _text(max_length: int | None = None):
+    """An optional string (null or missing: ""), at most `max_length` characters."""
+    return Annotated[StrictStr | None, Field(max_length=max_length), AfterValidator(lambda v: v or "")]
 
-    def int(self, key: str, *, minimum: int = 0, nullable: bool = True) -> int | None:
-        value = self.value.get(key)
-        if value is None and nullable:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum or value > 2**31 - 1:
-            self._fail(key, f"an integer ≥ {minimum}")
-        return value
 
-    def number(self, key: str) -> float | None:
-        value = self.value.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            self._fail(key, "a number")
-        return float(value)
+Time = Annotated[StrictStr | None, AfterValidator(_iso_time)]
+Count = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+Number = StrictInt | StrictFloat
 
-    def bool(self, key: str, *, nullable: bool = False) -> bool | None:
-        value = self.value.get(key)
-        if value is None:
-            return None if nullable else False
-        if not isinstance(value, bool):
-            self._fail(key, "true or false")
-        return value
 
-    def obj(self, key: str, *, nullable: bool = True) -> dict | None:
-        value = self.value.get(key)
-        if value is None and nullable:
-            return None
-        if not isinstance(value, dict):
-            self._fail(key, "an object")
-        return value
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-    def list(self, key: str, *, max_items: int, nullable: bool = True) -> list:
-        value = self.value.get(key)
-        if value is None and nullable:
-            return []
-        if not isinstance(value, list):
-            self._fail(key, "a list")
-        if len(value) > max_items:
-            self._fail(key, f"a list of at most {max_items:,} items")
-        return value
 
-    def time(self, key: str, *, nullable: bool = True) -> datetime | None:
-        value = self.value.get(key)
-        if value is None and nullable:
-            return None
-        parsed = parse_datetime(value) if isinstance(value, str) else None
-        if parsed is None:
-            self._fail(key, "an ISO 8601 date and time")
-        if timezone.is_naive(parsed):
-            parsed = timezone.make_aware(parsed, dt_timezone.utc)
-        return parsed
+class ConversationPart(_Part):
+    title: _text(200) = ""
+    model: Annotated[StrictStr, Field(max_length=200)]
+    system_prompt: _text(200_000) = ""
+    temperature: Annotated[Number, Field(ge=0, le=2)] | None = None
+    created_at: Time = None
+    id: Count | None = None
+    api_base: _text(500) = ""
 
-    def index(self, key: str, size: int) -> int | None:
-        value = self.int(key)
-        if value is not None and value >= size:
-            self._fail(key, f"the index of one of the {size} turns")
-        return value
+
+class ToolPart(_Part):
+    model_config = ConfigDict(extra="allow", strict=True)  # a tool definition is kept whole
+    name: Annotated[StrictStr, Field(max_length=200)]
+
+
+class ViewPart(_Part):
+    uri: Annotated[StrictStr, Field(max_length=1000)]
+    mime_type: _text(100) = ""
+    html: StrictStr
+    meta: dict[str, Any] | None = None
+
+
+class ServerPart(_Part):
+    name: Annotated[StrictStr, Field(max_length=100)]
+    transport: _text(20) = ""
+    server_info: dict[str, Any] | None = None
+    protocol_version: _text(40) = ""
+    instructions: _text(200_000) = ""
+    tools: Annotated[list[ToolPart], Field(max_length=MAX_TOOLS)] | None = None
+    views: Annotated[list[ViewPart], Field(max_length=MAX_VIEWS)] | None = None
+
+
+class TurnPart(_Part):
+    status: Literal[tuple(Turn.Status.values)]  # type: ignore[valid-type]
+    error: _text(100_000) = ""
+    steps: Count | None = None
+    created_at: Time = None
+    finished_at: Time = None
+
+
+class FullResultPart(_Part):
+    raw: dict[str, Any]
+    tokens: Count | None = None
+    schema_valid: StrictBool | None = None
+    schema_error: _text(100_000) = ""
+
+
+class ProjectionPart(_Part):
+    payload: dict[str, Any]
+    text: StrictStr
+    policy: _text(20) = ""
+    removed: Annotated[list[Any], Field(max_length=100_000)] | None = None
+    truncated: StrictBool | None = None
+    tokens: Count | None = None
+
+
+class ModelContextPart(_Part):
+    content: Annotated[list[Any], Field(max_length=10_000)] | None = None
+    structured: Any = None
+    widget_state: Any = None
+
+
+class ToolCallPart(_Part):
+    id: Annotated[StrictStr, Field(max_length=100)]
+    server_name: _text(200) = ""
+    tool: Annotated[StrictStr, Field(max_length=200)]
+    origin: Literal["llm", "manual", "widget", "view"]
+    arguments: dict[str, Any] | None = None
+    is_app: StrictBool | None = None
+    status: Literal[tuple(ToolCall.Status.values)]  # type: ignore[valid-type]
+    error: _text(1_000_000) = ""
+    llm_tool_call_id: _text(200) = ""
+    turn: Count | None = None
+    queued_at: Time = None
+    started_at: Time = None
+    finished_at: Time = None
+    duration_ms: Number | None = None
+    full_result: FullResultPart | None = None
+    projection: ProjectionPart | None = None
+    model_context: ModelContextPart | None = None
+
+
+class AssistantToolCallPart(_Part):
+    model_config = ConfigDict(extra="allow", strict=True)
+    id: _text(200) = ""
+    name: _text(300) = ""
+    arguments: _text() = ""
+
+
+class MessagePart(_Part):
+    seq: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
+    role: Literal[tuple(Message.Role.values)]  # type: ignore[valid-type]
+    turn: Count | None = None
+    step: Count | None = None
+    text: _text() = ""
+    tool_calls: Annotated[list[AssistantToolCallPart], Field(max_length=1000)] | None = None
+    tool_call: _text(100) = ""
+    llm_tool_call_id: _text(200) = ""
+    model: _text(200) = ""
+    usage: dict[str, Any] | None = None
+    created_at: Time = None
+
+
+class ArchiveFile(_Part):
+    conversation: ConversationPart
+    servers: Annotated[list[ServerPart], Field(max_length=MAX_SERVERS)] | None = None
+    turns: Annotated[list[TurnPart], Field(max_length=MAX_MESSAGES)] | None = None
+    tool_calls: Annotated[list[ToolCallPart], Field(max_length=MAX_TOOL_CALLS)] | None = None
+    messages: Annotated[list[MessagePart], Field(max_length=MAX_MESSAGES)] | None = None
+    exported_at: _text(100) = ""
+
+
+def _where(loc: tuple) -> str:
+    """A pydantic location as the file's path: ("messages", 3, "role") -> messages[3].role."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the file"
+
+
+def _validate(document: dict[str, Any]) -> ArchiveFile:
+    try:
+        return ArchiveFile.model_validate(document)
+    except PydanticValidationError as exc:
+        error = exc.errors()[0]
+        # A union's branches report under their type names (…temperature.int): keep the field's path.
+        loc = tuple(p for p in error["loc"] if isinstance(p, int) or (_FIELD.match(p) and p not in _TYPE_NAMES))
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "is required"
+        more = f" ({len(exc.errors()) - 1} more problem(s) after this one)" if len(exc.errors()) > 1 else ""
+        raise ArchiveError(f"{_where(loc)}: {message}{more}.") from None
+
+
+_FIELD = re.compile(r"^[a-z_][a-z0-9_]*$")
+_TYPE_NAMES = {"str", "int", "float", "bool", "none", "list", "dict"}
 
 
 def _json_size(value: Any) -> int:
@@ -266,117 +354,82 @@ def _json_size(value: Any) -> int:
 
 def _read(document: dict[str, Any]) -> dict[str, Any]:
     """Every part of the file checked and converted; nothing is written here."""
-    top = _Check("the file", document)
-    conv = _Check("conversation", top.obj("conversation", nullable=False))
+    file = _validate(document)
+    conv = file.conversation
     conversation = {
-        "title": conv.str("title", max_len=200), "model": conv.str("model", max_len=200, required=True),
-        "system_prompt": conv.str("system_prompt", max_len=200_000), "temperature": conv.number("temperature"),
-        "created_at": conv.time("created_at"), "source_id": conv.int("id"), "api_base": conv.str("api_base", max_len=500),
+        "title": conv.title, "model": conv.model, "system_prompt": conv.system_prompt,
+        "temperature": float(conv.temperature) if conv.temperature is not None else None,
+        "created_at": conv.created_at, "source_id": conv.id, "api_base": conv.api_base,
     }
-    if conversation["temperature"] is not None and not 0 <= conversation["temperature"] <= 2:
-        raise ArchiveError("conversation.temperature must be between 0 and 2.")
 
     servers = []
     names = set()
-    for i, raw in enumerate(top.list("servers", max_items=MAX_SERVERS)):
-        s = _Check(f"servers[{i}]", raw)
-        name = s.str("name", max_len=100, required=True)
-        if name in names:
-            raise ArchiveError(f"servers[{i}].name: the server “{name}” is listed twice.")
-        names.add(name)
-        tools = s.list("tools", max_items=MAX_TOOLS)
-        for j, tool in enumerate(tools):
-            t = _Check(f"servers[{i}].tools[{j}]", tool)
-            t.str("name", max_len=200, required=True)
-        views = []
-        for j, view in enumerate(s.list("views", max_items=MAX_VIEWS)):
-            v = _Check(f"servers[{i}].views[{j}]", view)
-            views.append({"uri": v.str("uri", max_len=1000, required=True), "mime_type": v.str("mime_type", max_len=100),
-                          "html": v.str("html", required=True), "meta": v.obj("meta") or {}})
+    for i, s in enumerate(file.servers or []):
+        if s.name in names:
+            raise ArchiveError(f"servers[{i}].name: the server “{s.name}” is listed twice.")
+        names.add(s.name)
         servers.append({
-            "name": name, "transport": s.str("transport", max_len=20), "server_info": s.obj("server_info") or {},
-            "protocol_version": s.str("protocol_version", max_len=40), "instructions": s.str("instructions", max_len=200_000),
-            "tools": tools, "views": views,
+            "name": s.name, "transport": s.transport, "server_info": s.server_info or {},
+            "protocol_version": s.protocol_version, "instructions": s.instructions,
+            "tools": document["servers"][i].get("tools") or [],  # tool definitions kept as they were
+            "views": [{"uri": v.uri, "mime_type": v.mime_type, "html": v.html, "meta": v.meta or {}} for v in s.views or []],
         })
 
     turns = []
-    for i, raw in enumerate(top.list("turns", max_items=MAX_MESSAGES)):
-        t = _Check(f"turns[{i}]", raw)
-        status = t.str("status", choices=set(Turn.Status.values), required=True)
-        if status == Turn.Status.RUNNING:
-            status = Turn.Status.STOPPED  # a turn still running when exported ended there
-        turns.append({"status": status,
-                      "error": t.str("error", max_len=100_000), "steps": t.int("steps") or 0,
-                      "created_at": t.time("created_at"), "finished_at": t.time("finished_at")})
+    for t in file.turns or []:
+        status = Turn.Status.STOPPED if t.status == Turn.Status.RUNNING else t.status  # a turn running when exported ended there
+        turns.append({"status": status, "error": t.error, "steps": t.steps or 0,
+                      "created_at": t.created_at, "finished_at": t.finished_at})
+
+    def turn_index(where: str, value: int | None) -> int | None:
+        if value is not None and value >= len(turns):
+            raise ArchiveError(f"{where} must be the index of one of the {len(turns)} turns.")
+        return value
 
     calls = []
     call_ids = set()
-    for i, raw in enumerate(top.list("tool_calls", max_items=MAX_TOOL_CALLS)):
-        c = _Check(f"tool_calls[{i}]", raw)
-        ref = c.str("id", max_len=100, required=True)
-        if ref in call_ids:
-            raise ArchiveError(f"tool_calls[{i}].id: the id {ref!r} is used twice.")
-        call_ids.add(ref)
-        arguments = c.obj("arguments") or {}
+    for i, c in enumerate(file.tool_calls or []):
+        if c.id in call_ids:
+            raise ArchiveError(f"tool_calls[{i}].id: the id {c.id!r} is used twice.")
+        call_ids.add(c.id)
         entry = {
-            "ref": ref, "server_name": c.str("server_name", max_len=200), "tool_name": c.str("tool", max_len=200, required=True),
-            "origin": c.str("origin", choices={"llm", "manual", "widget"}, required=True), "arguments": arguments,
-            "is_app": c.bool("is_app"), "status": c.str("status", choices=set(ToolCall.Status.values), required=True),
-            "error": c.str("error", max_len=1_000_000), "llm_tool_call_id": c.str("llm_tool_call_id", max_len=200),
-            "turn": c.index("turn", len(turns)), "queued_at": c.time("queued_at"), "started_at": c.time("started_at"),
-            "finished_at": c.time("finished_at"), "duration_ms": c.number("duration_ms"),
+            "ref": c.id, "server_name": c.server_name, "tool_name": c.tool, "origin": c.origin, "arguments": c.arguments or {},
+            "is_app": bool(c.is_app), "status": c.status, "error": c.error, "llm_tool_call_id": c.llm_tool_call_id,
+            "turn": turn_index(f"tool_calls[{i}].turn", c.turn), "queued_at": c.queued_at, "started_at": c.started_at,
+            "finished_at": c.finished_at, "duration_ms": float(c.duration_ms) if c.duration_ms is not None else None,
             "full_result": None, "projection": None, "model_context": None,
         }
         if entry["status"] in ToolCall.ACTIVE:
             entry["status"], entry["error"] = ToolCall.Status.CANCELLED, entry["error"] or "Not finished when it was exported."
-        full = c.obj("full_result")
-        if full is not None:
-            f = _Check(f"tool_calls[{i}].full_result", full)
-            raw_result = f.obj("raw", nullable=False)
-            entry["full_result"] = {"raw": raw_result, "size_bytes": _json_size(raw_result), "tokens": f.int("tokens") or 0,
-                                    "schema_valid": f.bool("schema_valid", nullable=True), "schema_error": f.str("schema_error", max_len=100_000)}
-        proj = c.obj("projection")
-        if proj is not None:
-            p = _Check(f"tool_calls[{i}].projection", proj)
-            payload = p.obj("payload", nullable=False)
-            removed = p.list("removed", max_items=100_000)
-            entry["projection"] = {"payload": payload, "text": p.str("text", required=True), "policy": p.str("policy", max_len=20),
-                                   "removed": removed, "truncated": p.bool("truncated"),
-                                   "size_bytes": len(p.str("text", required=True).encode()), "tokens": p.int("tokens") or 0}
-        context = c.obj("model_context")
-        if context is not None:
-            m = _Check(f"tool_calls[{i}].model_context", context)
-            entry["model_context"] = {"content": m.list("content", max_items=10_000), "structured": context.get("structured"),
-                                      "widget_state": context.get("widget_state")}
+        if (f := c.full_result) is not None:
+            entry["full_result"] = {"raw": f.raw, "size_bytes": _json_size(f.raw), "tokens": f.tokens or 0,
+                                    "schema_valid": f.schema_valid, "schema_error": f.schema_error}
+        if (p := c.projection) is not None:
+            entry["projection"] = {"payload": p.payload, "text": p.text, "policy": p.policy, "removed": p.removed or [],
+                                   "truncated": bool(p.truncated), "size_bytes": len(p.text.encode()), "tokens": p.tokens or 0}
+        if (m := c.model_context) is not None:
+            entry["model_context"] = {"content": m.content or [], "structured": m.structured, "widget_state": m.widget_state}
         calls.append(entry)
 
     messages = []
     seqs = set()
-    for i, raw in enumerate(top.list("messages", max_items=MAX_MESSAGES)):
-        m = _Check(f"messages[{i}]", raw)
-        seq = m.int("seq", minimum=1, nullable=False)
-        if seq in seqs:
-            raise ArchiveError(f"messages[{i}].seq: {seq} is used twice.")
-        seqs.add(seq)
-        tool_calls = m.list("tool_calls", max_items=1000)
-        for j, tc in enumerate(tool_calls):
-            t = _Check(f"messages[{i}].tool_calls[{j}]", tc)
-            t.str("id", max_len=200), t.str("name", max_len=300), t.str("arguments")
-        ref = m.str("tool_call", max_len=100) or None
+    for i, m in enumerate(file.messages or []):
+        if m.seq in seqs:
+            raise ArchiveError(f"messages[{i}].seq: {m.seq} is used twice.")
+        seqs.add(m.seq)
+        ref = m.tool_call or None
         if ref is not None and ref not in call_ids:
             raise ArchiveError(f"messages[{i}].tool_call: no tool call with id {ref!r} in the file.")
-        usage = m.obj("usage")
         messages.append({
-            "seq": seq, "role": m.str("role", choices=set(Message.Role.values), required=True), "turn": m.index("turn", len(turns)),
-            "step": m.int("step"), "text": m.str("text"), "tool_calls": tool_calls, "tool_call": ref,
-            "llm_tool_call_id": m.str("llm_tool_call_id", max_len=200), "model": m.str("model", max_len=200), "usage": usage,
-            "created_at": m.time("created_at"),
+            "seq": m.seq, "role": m.role, "turn": turn_index(f"messages[{i}].turn", m.turn), "step": m.step, "text": m.text,
+            "tool_calls": document["messages"][i].get("tool_calls") or [], "tool_call": ref,
+            "llm_tool_call_id": m.llm_tool_call_id, "model": m.model, "usage": m.usage, "created_at": m.created_at,
         })
     steps = [(mm["turn"], mm["step"]) for mm in messages if mm["role"] == Message.Role.ASSISTANT and mm["turn"] is not None]
     if len(steps) != len(set(steps)):
         raise ArchiveError("The file has two assistant answers for the same step of a turn.")
     return {"conversation": conversation, "servers": servers, "turns": turns, "calls": calls, "messages": messages,
-            "header": {"format": FORMAT, "version": document["version"], "exported_at": top.str("exported_at", max_len=100)}}
+            "header": {"format": FORMAT, "version": document["version"], "exported_at": file.exported_at}}
 
 
 # --- import: writing --------------------------------------------------------------------------------

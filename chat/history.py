@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from chat.models import Conversation, Message, ModelContext
+from chat.models import Conversation, Message, ModelContext, ViewTools
 from chat.toolnames import assign
 from tools.projection import cap_text
 from tools.models import Server, ToolCall
@@ -69,10 +69,31 @@ def _servers_and_tools(conversation: Conversation) -> tuple[list[str], list[dict
                 instructions.append(f"Instructions from the MCP server “{server_name}”:\n{server_instructions}")
         if name is not None and "model" in (visibility or ["model", "app"]):
             offered.append((str(server_id), server_name, name, description or title or name, schema))
+    if conversation.offer_view_tools:
+        offered.extend(_view_tools(conversation))
     names = assign([(server_id, server_name, name) for server_id, server_name, name, _, _ in offered])
     by_pair = {pair: llm_name for llm_name, pair in names.items()}
     tools = [_tool_entry(by_pair[(server_id, name)], text, schema) for server_id, _, name, text, schema in offered]
     return instructions, tools, names
+
+
+VIEW_KEY = "view:"  # tool_map keys of a view's own tools: "view:<tool call id>"
+MAX_VIEW_TOOLS = 64  # providers cap the number of tools in a request; server tools come first
+
+
+def _view_tools(conversation: Conversation) -> list[tuple[str, str, str, str, Any]]:
+    """The tools App views of this conversation registered, as (key, "view_<tool>", name,
+    description, schema): the model sees them as `view_<tool>__<name>`."""
+    rows = (
+        ViewTools.objects.filter(conversation=conversation, tool_call__status=ToolCall.Status.SUCCEEDED)
+        .order_by("tool_call__queued_at").values_list("tool_call_id", "tool_call__tool_name", "tools")
+    )
+    return [
+        (f"{VIEW_KEY}{call_id}", f"view_{tool_name}", tool["name"],
+         f"A tool of the interactive view of “{tool_name}”, run by the view itself. {tool.get('description') or ''}".strip(),
+         tool.get("inputSchema"))
+        for call_id, tool_name, tools in rows for tool in tools if isinstance(tool, dict) and tool.get("name")
+    ][:MAX_VIEW_TOOLS]
 
 
 def offered_tools(conversation: Conversation) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:

@@ -150,6 +150,8 @@ class StreamingToolCalls:
         target = self.tool_map.get(name)
         if target is None:
             return {"server_id": None, "server_name": "", "tool": name, "is_app": False}
+        if not target[0].isdigit():  # a tool an App view registered (chat/history.py VIEW_KEY)
+            return {"server_id": None, "server_name": "App view", "tool": target[1], "is_app": False}
         if target not in self.tools:
             from tools.models import Tool
 

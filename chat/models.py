@@ -25,6 +25,12 @@ class Conversation(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.IDLE)
     # An imported conversation is evidence from elsewhere: shown by the player and re-run, never continued.
     read_only = models.BooleanField(default=False)
+    # A view's ui/message is sent as a user message: ask the person first unless they turned it off.
+    confirm_view_messages = models.BooleanField(default=True)
+    # Tools an App view registers (its own, run in the browser) are offered to the model only if asked.
+    offer_view_tools = models.BooleanField(default=False)
+    # A tool whose taskSupport is "optional" is called as an MCP task only if asked (one that requires it always is).
+    use_tasks = models.BooleanField("run tools that allow tasks as tasks", default=False)
     # For an imported one: the file's header, its servers (names, tool definitions, views), no secrets.
     imported = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -97,6 +103,8 @@ class Message(models.Model):
     # For tool messages: the tool call whose projection is this message's content.
     tool_call = models.ForeignKey("tools.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     llm_tool_call_id = models.CharField(max_length=200, blank=True, help_text="For tool messages: the id the model gave the call.")
+    # For user messages an App view sent (ui/message): the tool call whose view sent it.
+    from_view = models.ForeignKey("tools.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     model = models.CharField(max_length=200, blank=True)
     usage = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -121,6 +129,19 @@ class ModelContext(models.Model):
     content = models.JSONField(default=list, blank=True)
     structured = models.JSONField(null=True, blank=True)
     widget_state = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class ViewTools(models.Model):
+    """The tools an App view registered (its answer to the host's `tools/list`), per view.
+
+    They run in the view, in the browser: offered to the model when the conversation says so
+    (`offer_view_tools`), and run by the chat page that shows the view (tools/view_calls.py).
+    """
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="view_tools")
+    tool_call = models.OneToOneField("tools.ToolCall", on_delete=models.CASCADE, related_name="view_tools")
+    tools = models.JSONField(default=list)
     updated_at = models.DateTimeField(auto_now=True)
 
 

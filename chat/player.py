@@ -108,7 +108,7 @@ def view_json(conversation: Conversation, call_id) -> dict[str, Any]:
             server = Server.objects.visible_to(conversation.owner).filter(pk=call.server_id).first()
             if server is None:
                 raise Http404("The view's server is no longer shared with you.")
-            cached = fetch_ui_resource(server, tool.ui_resource_uri)
+            cached = fetch_ui_resource(server, tool.ui_resource_uri, conversation.owner_id)
         return _view_json(tool, call.tool_name, cached.html, cached.mime_type, cached.meta, context)
     if embedded:
         return _embedded(tool, call, embedded, context, _html_of, _view_json)

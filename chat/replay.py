@@ -164,6 +164,7 @@ def advance(run_id: int) -> str:
                 call = start_tool_call(
                     server=server, tool_name=item.tool_name, arguments=item.arguments, origin=ToolCall.Origin.REPLAY,
                     user=run.created_by, conversation=run.conversation, replay_of=item.original, enqueue=False,
+                    as_task=bool(item.original and item.original.task_mode == "optional"),
                 )
                 item.call = call
                 item.save(update_fields=["call"])

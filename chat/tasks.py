@@ -7,8 +7,11 @@ next step (a chord). Views and the sweep start and resume turns through here.
 
 from __future__ import annotations
 
+import time
+
 from celery import chord, shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.db import transaction
 
 from chat import agent
@@ -22,6 +25,8 @@ def llm_step(self, turn_id: int, step: int | None = None) -> str:
         outcome = agent.run_step(turn_id, step)
     except agent.StepInProgress:
         raise self.retry(countdown=5) from None
+    if outcome.tool_calls and settings.FAULT_PAUSE_BEFORE_CHORD:
+        time.sleep(settings.FAULT_PAUSE_BEFORE_CHORD)  # a fault test's window: the step is stored, no chord yet
     schedule(outcome)
     return outcome.result
 
@@ -56,9 +61,9 @@ def schedule(outcome: agent.StepOutcome) -> None:
         next_step.delay()  # every requested tool was unknown: the model reads why at once
 
 
-def begin_turn(conversation: Conversation, text: str) -> Turn:
-    """Store the user's message as a new turn and send its first step."""
-    turn = agent.start_turn(conversation, text)
+def begin_turn(conversation: Conversation, text: str, from_view=None) -> Turn:
+    """Store the user's message (or an App view's, `from_view`) as a new turn and send its first step."""
+    turn = agent.start_turn(conversation, text, from_view=from_view)
     transaction.on_commit(lambda: queue_step(turn.pk, 1))  # at once unless a caller holds a transaction
     return turn
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import api, views
+from chat import api, view_context, views
 
 urlpatterns = [
     path("chat/", views.conversation_list, name="chat_list"),
@@ -10,6 +10,9 @@ urlpatterns = [
     path("chat/<int:pk>/delete/", views.conversation_delete, name="chat_delete"),
     path("account/provider-keys/", views.provider_keys, name="provider_keys"),
     path("api/conversations/", api.conversations, name="api_conversations"),
+    # An App view's ui/update-model-context (chat/view_context.py); the view's other requests are tools/urls.py's.
+    path("api/tool-calls/<uuid:pk>/widget/model-context/", view_context.model_context, name="api_widget_model_context"),
+    path("api/tool-calls/<uuid:pk>/widget/view-tools/", view_context.view_tools, name="api_widget_view_tools"),
     path("api/conversations/<int:pk>/", api.conversation_detail, name="api_conversation"),
     path("api/conversations/<int:pk>/messages/", api.post_message, name="api_post_message"),
     path("api/conversations/<int:pk>/stop/", api.stop, name="api_stop"),

@@ -28,6 +28,8 @@ def app_policy(request: HttpRequest) -> str:
         "script-src 'self'",
         "style-src 'self'",
         f"img-src {image_sources}",
+        # Audio items of tool results play from their base64 data (static/js/rich-content.js).
+        "media-src 'self' data:",
         f"connect-src 'self'{sockets}",
         f"frame-src {settings.SANDBOX_ORIGIN}",
         "object-src 'none'",

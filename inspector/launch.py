@@ -215,6 +215,9 @@ def test(pytest_args: list[str]) -> int:
             print(f"Embedded Valkey for tests on {env['REDIS_URL']}", flush=True)
         # Keys of this run never collide with another run on a shared Redis.
         env.setdefault("REDIS_PREFIX", f"test{os.getpid()}:")
+        # Test users' passwords are hashed cheaply (inspector/settings.py); daphne and the workers the
+        # tests start inherit it, so they check those hashes too.
+        env["TEST_FAST_PASSWORD_HASHING"] = "1"
         return subprocess.run([PYTHON, "-m", "pytest", *pytest_args], cwd=BASE_DIR, env=env).returncode
     except KeyboardInterrupt:
         return 130

@@ -197,6 +197,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# The test launcher (`make test`) sets this: a password hashed a million times costs ~0.2 s, and
+# every test creates users. Never set it for a real deployment.
+if _env_bool("TEST_FAST_PASSWORD_HASHING", False):
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", "django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -311,6 +316,9 @@ LLM_TIMEOUT = _env_float("LLM_TIMEOUT", 120.0)
 # A step's lease is LLM_TIMEOUT + this margin after its claim (or its last streamed beat): past
 # it, the step's worker is presumed dead and the sweep sends the step again (chat/agent.py).
 LLM_STEP_LEASE_MARGIN = _env_float("LLM_STEP_LEASE_MARGIN", 60.0)
+# Fault tests only (tests/faults/test_worker_killed_before_chord.py): seconds a worker waits
+# between storing a step that asked for tools and scheduling their chord, a window to kill it in.
+FAULT_PAUSE_BEFORE_CHORD = _env_float("FAULT_PAUSE_BEFORE_CHORD", 0.0)
 
 # litellm must never phone home for its cost map: the machine may be offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

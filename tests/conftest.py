@@ -30,8 +30,7 @@ if os.environ.get("CI"):
 
 from tests.fake_llm import fake_llm, fake_llm_server  # noqa: E402,F401  (fixtures)
 from tests.helpers import (  # noqa: E402
-    ARTIFACTS, BASE_DIR, CHROMIUM, Api, LiveApp, free_port, process_env, start_worker, stop_process,
-    wait_until_worker_is_quiet,
+    ARTIFACTS, BASE_DIR, CHROMIUM, Api, start_daphne, start_worker, stop_process, wait_until_worker_is_quiet,
 )
 
 
@@ -109,26 +108,10 @@ def _retry_flush_on_deadlock() -> None:
 @pytest.fixture(scope="session")
 def live_app(django_db_setup, django_db_blocker):
     """The real ASGI app under daphne (HTTP and WebSockets) on free ports, main and sandbox origins."""
-    from inspector.launch import wait_for_port
-
-    port, sandbox_port = free_port(), free_port()
-    url, sandbox = f"http://127.0.0.1:{port}", f"http://localhost:{sandbox_port}"
-    log = ARTIFACTS / "daphne.log"
-    log.parent.mkdir(exist_ok=True)
     with django_db_blocker.unblock():
-        env = process_env({"PUBLIC_URL": url, "SANDBOX_ORIGIN": sandbox})
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1",
-             "-e", f"tcp:port={sandbox_port}:interface=127.0.0.1", "inspector.asgi:application"],
-            cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    try:
-        wait_for_port("127.0.0.1", port, 30, proc)
-    except RuntimeError:
-        raise RuntimeError(f"daphne did not start; see {log}:\n{log.read_text()[-3000:]}")
-    yield LiveApp(url, sandbox, proc)
-    stop_process(proc)
+        app = start_daphne("daphne.log")
+    yield app
+    stop_process(app.proc)
 
 
 @pytest.fixture

@@ -39,6 +39,9 @@ Optional keys on any non-error entry:
                   (default: one piece per word; a single word is split in two)
     "times": serve this entry N times before moving on (default 1; null = forever)
              -- handy when the client retries (e.g. 429/5xx with the SDK's retries).
+    "after_tool": when the request's last message is a tool result, answer the text
+             "<after_tool> <that result>" instead (one entry with "times": null then
+             plays a whole tool-then-answer turn for any number of concurrent chats).
 Optional keys of "error":
     "status" (default 500), "message", "type", "code", "param",
     "headers": extra response headers, e.g. {"retry-after": "0"}.
@@ -295,7 +298,7 @@ def _validate_entry(entry: Any) -> dict:
         raise TypeError(f"script entry must be a dict, got {type(entry).__name__}: {entry!r}")
     known = {
         "text", "tool_calls", "error", "delay", "chunk_delay", "chunk_size", "drop_after",
-        "finish_reason", "usage", "model", "times",
+        "finish_reason", "usage", "model", "times", "after_tool",
     }
     unknown = set(entry) - known
     if unknown:
@@ -422,6 +425,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _chat(self, body: dict) -> None:
         fake = self.fake
         entry = fake._next_entry()
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if "after_tool" in entry and messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "tool":
+            entry = {"text": f"{entry['after_tool']} {messages[-1].get('content')}"}
         fake._sleep(float(entry.get("delay") or 0))
         if fake._stop.is_set():
             self.close_connection = True

@@ -19,15 +19,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from inspector.launch import free_port  # noqa: F401  (tests import it from here)
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 ARTIFACTS = BASE_DIR / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-
-
-def free_port() -> int:
-    from inspector.launch import free_port as launch_free_port
-
-    return launch_free_port()
 
 
 # Short timeouts so fault tests end quickly; the suite's servers answer in milliseconds.
@@ -176,6 +172,30 @@ class Api:
         return self._send("delete", path)
 
 
+def start_daphne(log_name: str) -> LiveApp:
+    """The real ASGI app under daphne (HTTP and WebSockets) on free ports, main and sandbox
+    origins, on this run's database and Redis."""
+    from inspector.launch import wait_for_port
+
+    port, sandbox_port = free_port(), free_port()
+    url, sandbox = f"http://127.0.0.1:{port}", f"http://localhost:{sandbox_port}"
+    log = ARTIFACTS / log_name
+    log.parent.mkdir(exist_ok=True)
+    env = process_env({"PUBLIC_URL": url, "SANDBOX_ORIGIN": sandbox})
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1",
+             "-e", f"tcp:port={sandbox_port}:interface=127.0.0.1", "inspector.asgi:application"],
+            cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        wait_for_port("127.0.0.1", port, 30, proc)
+    except RuntimeError:
+        stop_process(proc)
+        raise RuntimeError(f"daphne did not start; see {log}:\n{log.read_text()[-3000:]}")
+    return LiveApp(url, sandbox, proc)
+
+
 def login_page(browser, live_app: LiveApp, username: str, password: str):
     """A new browser page, logged in through the real login form."""
     context = browser.new_context(viewport={"width": 1280, "height": 860})
@@ -301,3 +321,44 @@ def streamed_body(response) -> bytes:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume asynchronous iterators")
         return b"".join(response)
+
+
+def open_db_connections(pids: dict[str, int]) -> dict[str, int]:
+    """Database connections each process (by role) holds right now: PostgreSQL's
+    pg_stat_activity (our connections name their pid), or SQLite's open database files."""
+    import psutil
+    from django.conf import settings
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() GROUP BY 1"
+            )
+            by_name = dict(cursor.fetchall())
+        return {role: sum(n for name, n in by_name.items() if name.endswith(f":{pid}")) for role, pid in pids.items()}
+    path = str(settings.DATABASES["default"]["NAME"])
+    return {role: sum(1 for f in psutil.Process(pid).open_files() if f.path == path) for role, pid in pids.items()}
+
+
+@contextmanager
+def peak_db_connections(pids: dict[str, int]) -> Iterator[dict[str, int]]:
+    """The most database connections each process held while the block ran (sampled every 50 ms)."""
+    import threading
+
+    peak = {role: 0 for role in pids}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            for role, n in open_db_connections(pids).items():
+                peak[role] = max(peak[role], n)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        sampler.join(5)

@@ -14,6 +14,7 @@ from django.utils.timezone import localtime
 from inspector.admin import ReadOnlyAdmin
 from tools.models import (
     Projection, RpcFrame, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult, UiResource,
+    embedded_ui_resource,
 )
 
 
@@ -29,7 +30,7 @@ class ServerAdmin(admin.ModelAdmin):
     list_select_related = ("owner",)
     # Secrets are edited on the server pages, where they stay masked; never shown here. The URL
     # shows masked; saving it with the mask keeps the stored secrets (Server.save()).
-    exclude = ("env", "headers", "url_secrets")
+    exclude = ("env", "headers", "url_secrets", "oauth_client_secret", "oauth_client")
     readonly_fields = ("server_info", "protocol_version", "capabilities", "instructions", "last_connected_at", "last_error")
 
 
@@ -178,6 +179,8 @@ class ToolCallAdmin(ReadOnlyAdmin):
                     ((r.get("path", ""), r.get("reason", "")) for r in (proj.removed if proj else [])),
                 ),
                 removed_paths=removed_paths,
+                # The workbench renders the view: an App tool's, or an MCP-UI one in the result.
+                has_view=obj.is_app or (full is not None and embedded_ui_resource(full.raw) is not None),
             )
         return super().change_view(request, object_id, form_url, extra_context)
 

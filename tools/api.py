@@ -12,14 +12,15 @@ from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
 from tools import config_file, deadlines
 from tools.calls import start_tool_call
 from tools.events import tool_call_json
 from tools.forms import ServerForm, form_data_from_json, masked
-from tools.models import Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult
+from tools.models import OAuthFlow, OAuthGrant, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult
+from tools.url_secrets import MASK
 
 
 def server_json(server: Server) -> dict[str, Any]:
@@ -34,6 +35,10 @@ def server_json(server: Server) -> dict[str, Any]:
         "cwd": server.cwd,
         "url": server.masked_url,
         "headers": masked(server.headers),
+        "auth": server.auth,
+        "oauth_client_id": server.oauth_client_id,
+        "oauth_client_secret": MASK if server.oauth_client_secret else "",
+        "oauth_scope": server.oauth_scope,
         "owner": server.owner.get_username(),
         "shared": server.shared,
         "enabled": server.enabled,
@@ -58,6 +63,7 @@ def tool_json(tool: Tool) -> dict[str, Any]:
         "input_schema": tool.input_schema, "output_schema": tool.output_schema, "annotations": tool.annotations,
         "meta": tool.meta, "is_app": tool.is_app, "ui_resource_uri": tool.ui_resource_uri,
         "visibility": tool.visibility, "projection_policy": tool.effective_policy(),
+        "task_support": tool.task_support,
     }
 
 
@@ -120,7 +126,7 @@ def server_refresh(request: HttpRequest, pk: int) -> JsonResponse:
     from tools.tasks import server_action
 
     server = visible_server(request, pk)
-    answer = wait_for_worker(server_action.delay(server.pk, "refresh", {"reconnect": True}), "the refresh")
+    answer = wait_for_worker(server_action.delay(server.pk, "refresh", {"reconnect": True}, request.user.pk), "the refresh")
     server.refresh_from_db()
     body = {"server": server_json(server), "tools": [tool_json(t) for t in server.tools.all()]}
     if not answer.get("ok"):
@@ -157,6 +163,53 @@ class CompleteBody(Body):
     context: dict[str, str] = {}
 
 
+def oauth_json(server: Server, user) -> dict[str, Any] | None:
+    """The user's own sign-in to an OAuth server (never the tokens), and their latest attempts."""
+    if server.auth != "oauth":
+        return None
+    grant = OAuthGrant.objects.filter(server=server, user=user).first()
+    flows = OAuthFlow.objects.filter(server=server, user=user)[:5]
+    return {
+        "signed_in": bool(grant and grant.status == OAuthGrant.Status.ACTIVE),
+        "grant": {"status": grant.status, "error": grant.error, "scope": grant.scope, "client_id": grant.client_id,
+                  "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
+                  "has_refresh_token": bool(grant.refresh_token), "updated_at": grant.updated_at.isoformat()} if grant else None,
+        "attempts": [{"id": str(f.pk), "status": f.status, "error": f.error, "created_at": f.created_at.isoformat(),
+                      "steps": f.steps} for f in flows],
+    }
+
+
+@api_view("GET")
+def oauth_status(request: HttpRequest, pk: int) -> JsonResponse:
+    server = visible_server(request, pk)
+    return JsonResponse({"oauth": oauth_json(server, request.user)})
+
+
+@api_view("POST")
+def oauth_sign_in(request: HttpRequest, pk: int) -> JsonResponse:
+    """Begin the user's sign-in: where to send the browser (a worker did the discovery)."""
+    from django.urls import reverse
+
+    from tools.tasks import oauth_start
+
+    server = visible_server(request, pk)
+    if server.auth != "oauth":
+        raise ApiError("This server does not use OAuth (set Authorization to OAuth in its settings).", status=409)
+    redirect_uri = request.build_absolute_uri(reverse("oauth_callback"))
+    answer = wait_for_worker(oauth_start.delay(server.pk, request.user.pk, redirect_uri), "the sign-in's discovery")
+    if not answer.get("ok"):
+        return JsonResponse({"error": answer["error"], "flow_id": answer.get("flow_id")}, status=502)
+    return JsonResponse({"authorization_url": answer["authorization_url"], "flow_id": answer["flow_id"]})
+
+
+@api_view("POST")
+def oauth_sign_out(request: HttpRequest, pk: int) -> JsonResponse:
+    """Forget the user's tokens for this server (their next request asks them to sign in)."""
+    server = visible_server(request, pk)
+    deleted, _ = OAuthGrant.objects.filter(server=server, user=request.user).delete()
+    return JsonResponse({"signed_out": bool(deleted)})
+
+
 @api_view("POST")
 def complete(request: HttpRequest, pk: int) -> JsonResponse:
     """Suggestions for a prompt argument or a resource-template variable (empty when the server
@@ -170,7 +223,7 @@ def complete(request: HttpRequest, pk: int) -> JsonResponse:
     params = {"ref": body.ref.model_dump(exclude_none=True), "argument": body.argument, "value": body.value,
               "context": {k: v for k, v in body.context.items() if k != body.argument}}
     wait = settings.COMPLETION_TIMEOUT + settings.MCP_CONNECT_TIMEOUT
-    answer = wait_for_worker(server_action.apply_async((server.pk, "complete", params), expires=wait),
+    answer = wait_for_worker(server_action.apply_async((server.pk, "complete", params, request.user.pk), expires=wait),
                              "the completion request", timeout=wait + 2)
     if not answer.get("ok"):
         raise ApiError(answer["error"], status=502)
@@ -184,6 +237,8 @@ class CallBody(Body):
     arguments: dict[str, Any] = {}
     # Seconds, overriding the server's call timeout for this call (progress extends it, up to the maximum).
     timeout: float | None = Field(None, strict=True)
+    # Send it as an MCP task (2025-11-25) when the tool allows one; one it requires always is.
+    task: StrictBool = False
 
     @field_validator("timeout")
     @classmethod
@@ -197,11 +252,13 @@ def tool_call_create(request: HttpRequest, pk: int, name: str) -> JsonResponse:
     if not server.enabled:
         raise ApiError(f"The server “{server.name}” is disabled; enable it first.", status=409)
     body = parse_body(request, CallBody)
-    tool = server.tools.filter(name=name).only("is_app").first()
+    tool = server.tools.filter(name=name).only("is_app", "definition").first()
     if tool is None:
         raise ApiError(f"The server has no tool named {name!r} (refresh the server if it is new).", status=404)
+    if body.task and tool.task_support == "forbidden":
+        raise ApiError(f"The tool {name!r} does not run as a task: its execution.taskSupport is absent or “forbidden”.")
     call = start_tool_call(server=server, tool_name=name, arguments=body.arguments, origin=ToolCall.Origin.MANUAL,
-                           user=request.user, tool=tool, timeout=body.timeout)
+                           user=request.user, tool=tool, timeout=body.timeout, as_task=body.task)
     return JsonResponse({"id": str(call.pk), "status": call.status}, status=202)
 
 
@@ -260,9 +317,12 @@ def tool_call_replay(request: HttpRequest, pk) -> JsonResponse:
     original = get_object_or_404(ToolCall.objects.visible_to(request.user).select_related("server"), pk=pk)
     if original.server_id is None:
         raise ApiError(f"The server “{original.server_name}” was deleted; this call cannot run again.", status=409)
+    if original.origin == ToolCall.Origin.VIEW:
+        raise ApiError("This tool belongs to an App view and ran in the browser; the server cannot run it again.", status=409)
     server = visible_server(request, original.server_id)
     call = start_tool_call(server=server, tool_name=original.tool_name, arguments=original.arguments,
-                           origin=ToolCall.Origin.REPLAY, user=request.user, replay_of=original)
+                           origin=ToolCall.Origin.REPLAY, user=request.user, replay_of=original,
+                           as_task=original.task_mode == "optional")
     return JsonResponse({"id": str(call.pk), "status": call.status, "replay_of": str(original.pk)}, status=202)
 
 

@@ -20,20 +20,23 @@ log = logging.getLogger(__name__)
 def start_tool_call(
     *, server: Server, tool_name: str, arguments: dict, origin: str, user, conversation=None, turn=None,
     llm_tool_call_id: str = "", replay_of: ToolCall | None = None, enqueue: bool = True, tool: Tool | None = None,
-    timeout: float | None = None,
+    timeout: float | None = None, view_call: ToolCall | None = None, as_task: bool = False,
 ) -> ToolCall:
     """Create the queued row and, unless the caller schedules it (a chat step's chord), enqueue
     its task after commit. Pass `tool` when the caller has already looked it up.
 
     `timeout` overrides the server's call timeout for this call (1 s up to MCP_MAX_CALL_TIMEOUT,
-    else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/deadlines.py)."""
+    else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/deadlines.py).
+    `as_task` sends it as an MCP task when the tool allows one (one it requires always is:
+    tools/task_calls.py)."""
     timeout_s = resolve_timeout(server, timeout)
-    if tool is None:
-        tool = Tool.objects.filter(server=server, name=tool_name).only("is_app").first()
+    if tool is None and origin != ToolCall.Origin.VIEW:  # a view's own tool is not the server's namesake
+        tool = Tool.objects.filter(server=server, name=tool_name).only("is_app", "definition").first()
     call = ToolCall.objects.create(
+        task_mode=tool.task_mode(as_task) if tool is not None else "",
         server=server, server_name=server.name, tool_name=tool_name, arguments=arguments, origin=origin,
         requested_by=user, conversation=conversation, turn=turn, llm_tool_call_id=llm_tool_call_id,
-        is_app=bool(tool and tool.is_app), replay_of=replay_of, celery_task_id=str(uuid.uuid4()), timeout_s=timeout_s,
+        is_app=bool(tool and tool.is_app), replay_of=replay_of, view_call=view_call, celery_task_id=str(uuid.uuid4()), timeout_s=timeout_s,
     )
     if enqueue:
         transaction.on_commit(lambda: dispatch(call.pk, call.celery_task_id))

@@ -10,7 +10,7 @@ Why this exists instead of using ``mcp.Client`` directly:
 * Failures become two exception types with messages a human can act on.
 
 How raw data is obtained: the transport's read/write streams are wrapped
-(``_TapReader``/``_TapWriter``). Outgoing frames are the exact JSON the
+(``TapReader``/``TapWriter`` in tools/tap.py). Outgoing frames are the exact JSON the
 transports write (``model_dump(by_alias=True, exclude_unset=True)``). Incoming
 frames are the line parsed with ``json.loads`` for stdio (our own stdio transport,
 tools/stdio.py, which also gives us the child's pid and stderr), and the parsed envelope for
@@ -55,6 +55,7 @@ from pydantic import TypeAdapter, ValidationError
 from mcp import Client
 from mcp.client import advertise
 from mcp.client.session import ClientSession
+from mcp.client.auth.utils import extract_scope_from_www_auth
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
@@ -63,6 +64,7 @@ from mcp.shared.message import SessionMessage
 
 from tools import message_parsing
 from tools.stdio import InvalidFrame, RawSessionMessage, StdioProcess, StdioStartFailed, stdio_transport
+from tools.tap import SERVER_REQUESTS, Capture, TappedTransport, TapWriter, current_capture, current_tag, wire_json
 from tools.url_secrets import mask as mask_url
 
 message_parsing.install()
@@ -109,8 +111,14 @@ _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 class ConnectionFailed(Exception):
     """The server cannot be reached, did not start, died, or the connection broke.
 
-    Connection-level: the pool drops the connection and reconnects next time.
+    Connection-level: the pool drops the connection and reconnects next time. `http_status` is
+    401 or 403 when the server refused our credentials (`needed_scope`: what a 403 asked for).
     """
+
+    def __init__(self, message: str, http_status: int | None = None, needed_scope: str | None = None) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+        self.needed_scope = needed_scope
 
 
 class CallTimeout(Exception):
@@ -162,6 +170,9 @@ class ServerConfig:
     mode: Mode = "auto"
     key: str | int | None = None
     log_level: str | None = None  # sent as logging/setLevel after a legacy handshake
+    # Each HTTP request carries the token BEARER_TOKENS holds for `key` (OAuth, tools/oauth.py): a
+    # refreshed token is used by the next request, with no new connection.
+    bearer: bool = False
 
     def __post_init__(self) -> None:
         if self.transport not in ("stdio", "streamable_http", "sse"):
@@ -190,122 +201,22 @@ class ServerConfig:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-# --------------------------------------------------------------------------- taps
+# ---------------------------------------------------------------------- bearer tokens
+
+BEARER_TOKENS: dict[str, str] = {}
+"""The current bearer token of each connection that takes one (``ServerConfig.bearer``), by its
+``key``: tools/oauth.py stores a fresh one before each use, every HTTP request reads it."""
 
 
-@dataclass
-class _Capture:
-    """Where a method call wants its raw result delivered (matched by request id)."""
+class _Bearer(httpx2.Auth):
+    def __init__(self, key: str) -> None:
+        self.key = key
 
-    method: str
-    request_id: Any = None
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-
-
-_current_capture: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("mcp_raw_capture", default=None)
-# The tag of the tools/call a task is running: a server request handled in that task's context
-# (transports that carry the sender's context) belongs to that call.
-_current_tag: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_call_tag", default=None)
-_SERVER_REQUESTS = ("elicitation/create", "sampling/createMessage", "roots/list")
-
-
-def _wire(message: Any) -> dict[str, Any]:
-    """The JSON object a transport writes for ``message`` (same dump as the SDK transports).
-
-    Dumped straight to Python objects (not to a JSON string parsed again): a 40 MB result
-    must not cost two more 40 MB copies in the worker."""
-    return message.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
-class _TapWriter:
-    """Wraps the transport's write stream: reports frames and registers raw-result captures."""
-
-    def __init__(self, inner: Any, conn: Connection) -> None:
-        self._inner = inner
-        self._conn = conn
-
-    async def send(self, item: SessionMessage, /) -> None:
-        message = item.message
-        wire = _wire(message)
-        if isinstance(message, JSONRPCRequest):
-            self._conn._sent_methods[message.id] = message.method
-            capture = _current_capture.get()
-            if capture is not None and capture.method == message.method and capture.request_id is None:
-                capture.request_id = message.id
-                self._conn._captures[message.id] = capture
-        self._conn._emit_frame("out", wire)
-        await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _TapWriter:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._inner.__aexit__(*exc)
-
-
-class _TapReader:
-    """Wraps the transport's read stream: reports frames, notifications, raw results, EOF."""
-
-    def __init__(self, inner: Any, conn: Connection) -> None:
-        self._inner = inner
-        self._conn = conn
-
-    @property
-    def last_context(self) -> contextvars.Context | None:
-        # The dispatcher duck-types this to run handlers in the sender's context.
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        while True:
-            try:
-                item = await self._inner.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self._conn._eof = True
-                raise
-            self._conn._tap_in(item)
-            if not self._conn._take_over(item, self.last_context):
-                return item
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _TapReader:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _TapReader:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._inner.__aexit__(*exc)
-
-
-class _TappedTransport:
-    """A ``mcp.client`` Transport: enters the real transport and yields tapped streams."""
-
-    def __init__(self, inner: Any, conn: Connection) -> None:
-        self._inner = inner
-        self._conn = conn
-
-    async def __aenter__(self) -> tuple[_TapReader, _TapWriter]:
-        read_stream, write_stream = await self._inner.__aenter__()
-        writer = _TapWriter(write_stream, self._conn)
-        self._conn._writer = writer
-        return _TapReader(read_stream, self._conn), writer
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._inner.__aexit__(*exc)
+    def auth_flow(self, request: httpx2.Request) -> Any:
+        token = BEARER_TOKENS.get(self.key)
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request
 
 
 # ---------------------------------------------------------------------- Connection
@@ -361,9 +272,11 @@ class Connection:
         self.on_server_request = on_server_request
         self._incoming: dict[Any, dict[str, Any]] = {}  # raw params of server requests, by JSON-RPC id
         self._inflight: list[Any] = []  # tags of the tools/call requests now running
-        self._writer: _TapWriter | None = None
+        self._writer: TapWriter | None = None
         self._client_info = client_info
         self._client: Client | None = None
+        # The roots this server was last told of (tools/remote.py `run` announces a change).
+        self.roots_version: str | None = None
         self._owner: asyncio.Task[None] | None = None
         self._closing: anyio.Event | None = None
         self._failure: BaseException | None = None
@@ -372,12 +285,15 @@ class Connection:
         self._eof = False
         self._stdio = StdioProcess()
         self._sent_methods: dict[Any, str] = {}
-        self._captures: dict[Any, _Capture] = {}
+        self._captures: dict[Any, Capture] = {}
         self._handshake: dict[str, dict[str, Any]] = {}
         self._last_invalid: InvalidFrame | None = None
         self._session_gone = False
+        self._refused_auth: int | None = None  # the HTTP 401/403 that refused our credentials, if one did
+        self.needed_scope: str | None = None  # the scope a 403 insufficient_scope asked for
         self._protocol_version: str | None = None
         self._sdk_snapshot: dict[str, Any] = {}  # fallback if the raw handshake was not seen
+        self._task_changed: dict[str, asyncio.Event] = {}  # a task's poller, woken by notifications/tasks/status
 
     # ------------------------------------------------------------------ state
 
@@ -469,7 +385,7 @@ class Connection:
             # is (a big result is not copied again; unknown fields are in it).
             wire = {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}
         else:
-            wire = _wire(message)
+            wire = wire_json(message)
         self._emit_frame("in", wire)
         if isinstance(message, JSONRPCResponse | types.JSONRPCError):
             method = self._sent_methods.pop(message.id, None)
@@ -484,9 +400,15 @@ class Connection:
                 else:
                     capture.error = copy.deepcopy(wire.get("error"))
         elif isinstance(message, JSONRPCRequest):
-            if message.method in _SERVER_REQUESTS and self.on_server_request is not None:
+            if message.method in SERVER_REQUESTS and self.on_server_request is not None:
                 self._incoming[message.id] = copy.deepcopy(wire.get("params") or {})
-        elif isinstance(message, JSONRPCNotification) and self.on_notification is not None:
+        elif isinstance(message, JSONRPCNotification):
+            if message.method == "notifications/tasks/status":
+                changed = self._task_changed.get(str((wire.get("params") or {}).get("taskId")))
+                if changed is not None:
+                    changed.set()
+            if self.on_notification is None:
+                return
             try:
                 self.on_notification(message.method, copy.deepcopy(wire.get("params") or {}))
             except Exception:
@@ -508,15 +430,23 @@ class Connection:
                     connect=config.connect_timeout, read=None, write=config.call_timeout, pool=config.connect_timeout
                 ),
                 event_hooks={"response": [self._watch_http_session]},
+                auth=_Bearer(str(config.key)) if config.bearer else None,
             )
             return _owned_http(http, streamable_http_client(config.url, http_client=http))
-        return sse_client(config.url, headers=headers, timeout=config.connect_timeout, sse_read_timeout=300.0)
+        return sse_client(config.url, headers=headers, timeout=config.connect_timeout, sse_read_timeout=300.0,
+                          auth=_Bearer(str(config.key)) if config.bearer else None)
 
     async def _watch_http_session(self, response: httpx2.Response) -> None:
         """A 404 for a request carrying our session id means the server forgot the session
         (it restarted): the SDK reports that as an ordinary JSON-RPC error, we call it lost."""
         if response.status_code == 404 and "mcp-session-id" in response.request.headers:
             self._session_gone = True
+        if response.status_code in (401, 403):
+            # The SDK turns it into "-32603 Server returned an error response"; the status matters
+            # (an OAuth token the server no longer takes: tools/oauth.py asks the user to sign in again),
+            # and so does the scope a 403 insufficient_scope asks for (a step-up sign-in).
+            self._refused_auth = response.status_code
+            self.needed_scope = extract_scope_from_www_auth(response) if response.status_code == 403 else None
 
     async def connect(self) -> None:
         """Open the transport and negotiate (2026-07-28 discover, falling back to initialize).
@@ -551,10 +481,20 @@ class Connection:
             where = mask_url(self.config.url or "")  # the URL's password and tokens never go into an error
         if isinstance(failure, TimeoutError):
             reason = f"no answer to the MCP handshake within {self.config.connect_timeout:g}s"
+        elif self._refused_auth is not None:
+            reason = self._refusal()
+            if self._refused_auth == 401 and not self.config.bearer and not any(k.lower() == "authorization" for k, _ in self.config.headers):
+                reason += "; it may need OAuth (set Authorization to OAuth in the server's settings)"
         else:
             reason = _describe(failure)
         reason += self._stdio_context()
-        return ConnectionFailed(f"{name}: could not connect to {where}: {reason}")
+        return ConnectionFailed(f"{name}: could not connect to {where}: {reason}", self._refused_auth, self.needed_scope)
+
+    def _refusal(self) -> str:
+        """What the HTTP 401/403 that refused our credentials said (and the scope a 403 asked for)."""
+        status = {401: "401 Unauthorized", 403: "403 Forbidden"}[self._refused_auth or 401]
+        needs = f"; it needs the scope “{self.needed_scope}”" if self.needed_scope else ""
+        return f"the server refused our credentials (HTTP {status}){needs}"
 
     def _stdio_context(self) -> str:
         """Exit code, stderr tail and invalid output: what makes a stdio failure understandable."""
@@ -578,7 +518,7 @@ class Connection:
             with anyio.CancelScope(deadline=anyio.current_time() + config.connect_timeout) as scope:
                 async with AsyncExitStack() as stack:
                     client = Client(
-                        _TappedTransport(self._transport(), self),
+                        TappedTransport(self._transport(), self),
                         mode=config.mode,
                         cache=None,
                         client_info=self._client_info,
@@ -629,7 +569,7 @@ class Connection:
     def _tag(self) -> Any:
         """The call a server request belongs to: the sender's context when the transport keeps it
         (Streamable HTTP answers on the call's own stream), else the only call in flight."""
-        tag = _current_tag.get()
+        tag = current_tag.get()
         if tag is not None:
             return tag
         tags = list(dict.fromkeys(id(t) for t in self._inflight))
@@ -656,12 +596,12 @@ class Connection:
         if self.on_server_request is None or isinstance(item, Exception):
             return False
         message = item.message
-        if not isinstance(message, JSONRPCRequest) or message.method not in _SERVER_REQUESTS:
+        if not isinstance(message, JSONRPCRequest) or message.method not in SERVER_REQUESTS:
             return False
         try:
             mcp_methods.parse_server_request(message.method, self._protocol_version or "2025-11-25", message.params)
         except ValidationError:
-            tag = context.get(_current_tag) if context is not None else None
+            tag = context.get(current_tag) if context is not None else None
             asyncio.ensure_future(self._refuse_malformed(message, tag))
             return True
         except (KeyError, ValueError):
@@ -686,6 +626,14 @@ class Connection:
         if self.on_server_request is not None:
             raw = params.model_dump(by_alias=True, mode="json", exclude_none=True)
             await self.on_server_request("notifications/message", raw, self._tag())
+
+    async def announce_roots_changed(self) -> bool:
+        """`notifications/roots/list_changed` on a legacy connection; False on 2026-07-28, which
+        removed it (there a server asks for roots in each call's input requests)."""
+        if self.is_modern:
+            return False
+        await self._session().send_roots_list_changed()
+        return True
 
     async def _set_log_level(self, client: Client) -> None:
         """logging/setLevel on a legacy connection whose server logs (2026-07-28 opts in per request)."""
@@ -783,8 +731,9 @@ class Connection:
         inspector reports what the server sent and validates it itself.
         """
         self._session()
-        capture = _Capture(method)
-        token = _current_capture.set(capture)
+        self._refused_auth = self.needed_scope = None  # (a refusal is this request's, not an earlier one's)
+        capture = Capture(method)
+        token = current_capture.set(capture)
         try:
             with anyio.fail_after(timeout + 2.0):  # hard bound even if a transport write wedges
                 try:
@@ -798,6 +747,9 @@ class Connection:
                 raise CallTimeout(
                     f"{self.config.name}: no answer to {method} within {timeout:g}s{self._stdio_context()}"
                 ) from None
+            if self._refused_auth is not None:
+                raise ConnectionFailed(f"{self.config.name}: {self._refusal()} while waiting for {method}",
+                                       self._refused_auth, self.needed_scope) from None
             if exc.error.code == CONNECTION_CLOSED or not self.alive:
                 if self._session_gone:
                     raise self._lost(f"waiting for {method} (the server no longer knows our session)") from None
@@ -814,7 +766,7 @@ class Connection:
                 raise self._lost(f"waiting for {method}") from exc
             raise
         finally:
-            _current_capture.reset(token)
+            current_capture.reset(token)
             if capture.request_id is not None:
                 self._captures.pop(capture.request_id, None)
         if capture.result is not None:
@@ -934,6 +886,7 @@ class Connection:
         max_timeout: float | None = None,
         input_responses: dict[str, Any] | None = None,
         request_state: str | None = None,
+        task_ttl_ms: int | None = None,
     ) -> dict[str, Any]:
         """The raw ``tools/call`` result, unknown fields kept; never validated against outputSchema.
 
@@ -945,21 +898,66 @@ class Connection:
         On a 2026-07-28 connection the result may be ``resultType: "input_required"``: it is
         returned as it came (tools/input_rounds.py runs the rounds), and the retry passes
         ``input_responses`` and the ``request_state`` echoed verbatim.
+
+        With ``task_ttl_ms`` (2025-11-25 tasks) the call is task-augmented: a server that takes it
+        answers at once with ``{"task": {...}}`` (a CreateTaskResult), to be followed with
+        ``get_task`` and ``task_result``.
         """
-        params = types.CallToolRequestParams(name=name, arguments=arguments or {})
+        extra: dict[str, Any] = {}
         if input_responses is not None or request_state is not None:
-            params = types.CallToolRequestParams(name=name, arguments=arguments or {}, input_responses=input_responses,
-                                                 request_state=request_state)
-        request = types.CallToolRequest(params=params)
+            extra.update(input_responses=input_responses, request_state=request_state)
+        if task_ttl_ms is not None:
+            extra["task"] = types.TaskMetadata(ttl=task_ttl_ms)
+        params = types.CallToolRequestParams(name=name, arguments=arguments or {}, **extra)
+        return await self._tagged(types.CallToolRequest(params=params), timeout, tag, on_progress, max_timeout)
+
+    async def _tagged(self, request: Any, timeout: float | None, tag: Any, on_progress: ProgressCallback | None = None,
+                      max_timeout: float | None = None) -> dict[str, Any]:
+        """A request that server requests arriving meanwhile are attributed to (``tag``)."""
         if tag is None:
             return await self._request(request, timeout, on_progress, max_timeout)
-        token = _current_tag.set(tag)
+        token = current_tag.set(tag)
         self._inflight.append(tag)
         try:
             return await self._request(request, timeout, on_progress, max_timeout)
         finally:
             self._inflight.remove(tag)
-            _current_tag.reset(token)
+            current_tag.reset(token)
+
+    @property
+    def supports_tool_tasks(self) -> bool:
+        """The server takes task-augmented ``tools/call`` (2025-11-25 ``tasks.requests.tools.call``)."""
+        tasks = self.capabilities.get("tasks") or {}
+        return not self.is_modern and isinstance(tasks, dict) and "call" in ((tasks.get("requests") or {}).get("tools") or {})
+
+    async def get_task(self, task_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """The raw ``tasks/get`` result: the task's status, statusMessage, pollInterval…"""
+        return await self._request(types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)), timeout)
+
+    async def task_result(self, task_id: str, timeout: float | None = None, *, tag: Any = None) -> dict[str, Any]:
+        """The raw ``tasks/result``: the task's CallToolResult, once it has ended. A server asks for
+        a task's input (elicitation, sampling) while this request is open: those requests are
+        attributed to ``tag`` like a call's own."""
+        request = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id))
+        return await self._tagged(request, timeout, tag)
+
+    async def cancel_task(self, task_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """The raw ``tasks/cancel`` result (the task, now cancelled)."""
+        return await self._request(types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)), timeout)
+
+    async def task_changed(self, task_id: str, within: float) -> bool:
+        """Wait up to ``within`` seconds for a ``notifications/tasks/status`` of the task; True if one came."""
+        changed = self._task_changed.setdefault(task_id, asyncio.Event())
+        try:
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), within)
+            return changed.is_set()
+        finally:
+            changed.clear()
+
+    def stop_following(self, task_id: str) -> None:
+        """Forget a task's status notifications (its call ended)."""
+        self._task_changed.pop(task_id, None)
 
     async def read_resource(self, uri: str, timeout: float | None = None) -> dict[str, Any]:
         """The raw ``resources/read`` result (``contents`` with ``text`` or base64 ``blob``)."""

@@ -159,6 +159,7 @@ def tool_call_json(call: ToolCall, *, detail: bool = False, full: bool = False) 
         "turn_id": call.turn_id,
         "llm_tool_call_id": call.llm_tool_call_id,
         "replay_of": str(call.replay_of_id) if call.replay_of_id else None,
+        "view_call_id": str(call.view_call_id) if call.view_call_id else None,
         "queued_at": call.queued_at.isoformat(),
         "started_at": call.started_at.isoformat() if call.started_at else None,
         "finished_at": call.finished_at.isoformat() if call.finished_at else None,
@@ -168,6 +169,8 @@ def tool_call_json(call: ToolCall, *, detail: bool = False, full: bool = False) 
         "max_timeout_s": max_timeout(),
         "deadline_at": call.deadline_at.isoformat() if call.deadline_at else None,
         "progress": call.progress,
+        # Sent as an MCP task (tools/task_calls.py): its id and latest status; `detail` adds every status.
+        "task": _task_json(call, detail),
         # The full result: its size here, the value itself at result_url.
         "has_result": result is not None,
         "result_url": f"/api/tool-calls/{call.pk}/result/" if result is not None else None,
@@ -206,6 +209,17 @@ def tool_call_json(call: ToolCall, *, detail: bool = False, full: bool = False) 
 def tool_call_event(event_type: str, call: ToolCall) -> dict[str, Any]:
     """A tool-call event: `{"type", "tool_call_id", "tool_call": <summary>}`."""
     return {"type": event_type, "tool_call_id": str(call.pk), "tool_call": tool_call_json(call)}
+
+
+def _task_json(call: ToolCall, detail: bool) -> dict[str, Any] | None:
+    if not call.task_mode:
+        return None
+    history = call.task_history or []
+    data = {"mode": call.task_mode, "id": call.task_id, "status": call.task_status,
+            "message": history[-1].get("message", "") if history else ""}
+    if detail:
+        data["history"] = history
+    return data
 
 
 def publish_tool_call(event_type: str, tool_call_id) -> None:

@@ -93,8 +93,10 @@ class ServerForm(forms.ModelForm):
 
     class Meta:
         model = Server
-        fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "shared", "enabled",
-                  "projection_policy", "roots", "log_level", "call_timeout"]
+        fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "auth", "oauth_client_id",
+                  "oauth_client_secret", "oauth_scope", "shared", "enabled", "projection_policy", "roots", "log_level",
+                  "call_timeout"]
+        widgets = {"oauth_client_secret": forms.PasswordInput(render_value=True)}
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -111,6 +113,10 @@ class ServerForm(forms.ModelForm):
         timeout.widget.attrs.update(min=1, max=int(max_timeout()), placeholder=f"{settings.MCP_CALL_TIMEOUT:g}")
         self._stored_env = dict(instance.env or {}) if instance.pk else {}
         self._stored_headers = dict(instance.headers or {}) if instance.pk else {}
+        self._stored_client_secret = instance.oauth_client_secret if instance.pk else ""
+        self.fields["auth"].required = False  # absent (an import, an older API client): none
+        if not self.is_bound and instance.oauth_client_secret:
+            self.initial["oauth_client_secret"] = MASK
         self._was_stdio = bool(instance.pk) and instance.transport == Transport.STDIO
         if not (user and user.is_staff) and not self._was_stdio:
             # Offer only what this user may save; the API still answers a stdio attempt with a 403.
@@ -145,9 +151,18 @@ class ServerForm(forms.ModelForm):
         headers = _string_dict(self.cleaned_data.get("headers"), "Headers")
         return {k: (self._stored_headers.get(k, "") if v == MASK else v) for k, v in headers.items()}
 
+    def clean_auth(self) -> str:
+        return self.cleaned_data.get("auth") or "none"
+
+    def clean_oauth_client_secret(self) -> str:
+        value = self.cleaned_data.get("oauth_client_secret") or ""
+        return self._stored_client_secret if value == MASK else value
+
     def clean(self):
         data = super().clean()
         transport = data.get("transport")
+        if data.get("auth") == "oauth" and transport == Transport.STDIO:
+            self.add_error("auth", "OAuth is for HTTP and SSE servers; a stdio server takes its credentials in its environment.")
         # The raw value too: for non-staff users "stdio" is not even a valid choice.
         if transport == Transport.STDIO or self.data.get("transport") == Transport.STDIO or self._was_stdio:
             if not (self.user and self.user.is_staff):
@@ -177,9 +192,11 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
             env=masked(instance.env), cwd=instance.cwd, url=instance.masked_url, headers=masked(instance.headers),
             shared=instance.shared, enabled=instance.enabled, projection_policy=instance.projection_policy,
             roots=instance.roots, log_level=instance.log_level, call_timeout=instance.call_timeout,
+            auth=instance.auth, oauth_client_id=instance.oauth_client_id, oauth_scope=instance.oauth_scope,
+            oauth_client_secret=MASK if instance.oauth_client_secret else "",
         )
     else:
-        data.update(enabled=True, projection_policy=Policy.CONTENT_FIRST)
+        data.update(enabled=True, projection_policy=Policy.CONTENT_FIRST, auth="none")
     data.update(payload)
     for key in ("args", "env", "headers", "roots"):
         if not isinstance(data.get(key), str):

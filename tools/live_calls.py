@@ -6,7 +6,8 @@ is also stored on the row, so a page that opens late shows it, with the deadline
 earned: see tools/deadlines.py); it is the `tag` server requests
 and log messages are attributed to (tools/server_requests.py); and it watches Redis for a Cancel
 (`cancel_calls`, from the API or the chat's Stop): the awaiting task is cancelled, which makes
-the SDK send `notifications/cancelled` for the call's request id, and the call ends `cancelled`.
+the SDK send `notifications/cancelled` for the call's request id (and `tasks/cancel` for a call
+sent as a task, tools/task_calls.py), and the call ends `cancelled`.
 When the call ends, whatever server request is still waiting for a person is released.
 """
 
@@ -21,10 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from inspector.events import publish
-from tools import deadlines, events, waits
+from tools import deadlines, events, task_calls, waits
 from tools.models import ServerRequest, ToolCall
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,10 @@ class LiveCall:
     latest: dict[str, Any] | None = None
     last_sent: float = 0.0
     flusher: asyncio.Task | None = None
+    # A call sent as an MCP task (tools/task_calls.py): its id, the last status stored, when the lease was renewed.
+    task_id: str | None = None
+    task_seen: tuple[str, str] = ("", "")
+    lease_renewed: float = 0.0
 
     def remaining(self) -> float:
         return self.deadline - asyncio.get_running_loop().time()
@@ -117,9 +123,12 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
     live = LiveCall(str(tool_call.pk), tool_call.conversation_id, now + timeout,
                     timezone.now() + timedelta(seconds=timeout), timeout=timeout, hard_deadline=now + max_timeout,
                     started_at=tool_call.started_at)
-    task = asyncio.ensure_future(conn.call_tool(tool_call.tool_name, tool_call.arguments or {}, timeout,
-                                                tag=live, on_progress=live.progress, max_timeout=max_timeout,
-                                                input_responses=input_responses, request_state=request_state))
+    if task_calls.wanted(conn, tool_call):
+        task = asyncio.ensure_future(task_calls.run(conn, tool_call, live, timeout, max_timeout))
+    else:
+        task = asyncio.ensure_future(conn.call_tool(tool_call.tool_name, tool_call.arguments or {}, timeout,
+                                                    tag=live, on_progress=live.progress, max_timeout=max_timeout,
+                                                    input_responses=input_responses, request_state=request_state))
     watcher = asyncio.ensure_future(waits.wait(waits.cancel_key(tool_call.pk), max_timeout + 5))
     ending = "The tool call ended before this request was answered."
     try:
@@ -127,7 +136,7 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
         if task.done() or watcher.result() is None:
             return await task
         ending = "The tool call was cancelled."
-        task.cancel()  # the SDK sends notifications/cancelled for the call's request id
+        task.cancel()  # the SDK sends notifications/cancelled for the call's request id (task_calls: tasks/cancel)
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
         raise Cancelled("Cancelled by the user.")
@@ -160,7 +169,10 @@ def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
         # A call resting for input (tools/input_rounds.py) has no worker: it is ended here, its
         # open requests closed and the model's note written; a chat step's task for it finds it
         # ended at its next look (it is not revoked: that would fail the chord, and the turn).
-        resting = ToolCall.objects.filter(pk=c.pk, status=ToolCall.Status.INPUT_REQUIRED).update(**changes)
+        # So is a running call of a view's own tool (origin "view"): the browser runs it, no worker.
+        resting = ToolCall.objects.filter(
+            Q(status=ToolCall.Status.INPUT_REQUIRED) | Q(status=ToolCall.Status.RUNNING, origin=ToolCall.Origin.VIEW), pk=c.pk,
+        ).update(**changes)
         if resting:
             close_open_requests(c.pk, ServerRequest.Status.CANCELLED, reason)
             end_call(c.pk, ToolCall.Status.CANCELLED, reason)

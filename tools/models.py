@@ -15,7 +15,7 @@ from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, Validat
 from django.db import models
 from django.db.models import Q
 
-from inspector.encrypted import EncryptedJSONField
+from inspector.encrypted import EncryptedJSONField, EncryptedTextField
 from tools import url_secrets
 
 
@@ -50,6 +50,18 @@ class LogLevel(models.TextChoices):
     EMERGENCY = "emergency"
 
 
+def pool_key(server_id: int, user_id: int | None = None) -> str:
+    """What a worker's pool keys a connection on (and frames and server requests are filed under):
+    the server, and on an OAuth server the user whose sign-in it carries (tools/oauth.py)."""
+    return f"{server_id}/user-{user_id}" if user_id is not None else str(server_id)
+
+
+def parse_pool_key(key: str | int | None) -> tuple[int, int | None]:
+    """(server id, user id or None) back from a pool key."""
+    server, _, user = str(key).partition("/user-")
+    return int(server), int(user) if user else None
+
+
 class ServerQuerySet(models.QuerySet):
     def visible_to(self, user) -> "ServerQuerySet":
         """A user's own servers and those shared with the team."""
@@ -76,6 +88,21 @@ class Server(models.Model):
     )
     url_secrets = EncryptedJSONField(help_text="The URL's password and secret query values (encrypted).")
     headers = EncryptedJSONField(help_text="HTTP headers, e.g. Authorization (encrypted).")
+    # OAuth 2.1 (tools/oauth.py): each user signs in with their own account; tokens are per user
+    # (OAuthGrant). The client is pre-registered (id, secret) or registered dynamically once.
+    auth = models.CharField(
+        "authorization", max_length=10, choices=[("none", "none (or headers)"), ("oauth", "OAuth 2.1 (each user signs in)")],
+        default="none",
+    )
+    oauth_client_id = models.CharField(
+        "OAuth client id", max_length=300, blank=True,
+        help_text="A client registered with the authorization server; blank: register one dynamically.",
+    )
+    oauth_client_secret = EncryptedTextField("OAuth client secret", blank=True, default="",
+                                             help_text="With a pre-registered client id, if it has one (encrypted).")
+    oauth_scope = models.CharField("OAuth scope", max_length=500, blank=True,
+                                   help_text="Scopes to ask for; blank: what the server's metadata says.")
+    oauth_client = EncryptedJSONField(help_text="The dynamically registered client (encrypted): id, secret, metadata.")
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_servers")
     shared = models.BooleanField("shared with the team", default=False)
@@ -160,7 +187,7 @@ class Server(models.Model):
         from tools.connection import ServerConfig
 
         return ServerConfig(
-            key=str(self.pk),
+            key=pool_key(self.pk),
             name=self.name,
             transport=self.transport,
             command=self.command,
@@ -247,6 +274,18 @@ class Tool(models.Model):
     def effective_policy(self) -> str:
         return self.projection_policy or self.server.projection_policy
 
+    @property
+    def task_support(self) -> str:
+        """The tool's `execution.taskSupport` (2025-11-25): "required", "optional" or "forbidden" (absent)."""
+        value = ((self.definition or {}).get("execution") or {}).get("taskSupport")
+        return value if value in ("required", "optional") else "forbidden"
+
+    def task_mode(self, asked: bool) -> str:
+        """How a call of this tool is sent: as a task when the tool requires one, or allows one
+        and the caller `asked`; else plainly ("")."""
+        support = self.task_support
+        return "required" if support == "required" else "optional" if support == "optional" and asked else ""
+
     @classmethod
     def fields_from_wire(cls, raw: dict) -> dict[str, Any]:
         meta = raw.get("_meta")
@@ -309,6 +348,7 @@ class ToolCall(models.Model):
         MANUAL = "manual"
         WIDGET = "widget"
         REPLAY = "replay"
+        VIEW = "view"  # a tool an App view registered, called by the model and run by the view in the browser
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -347,6 +387,12 @@ class ToolCall(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Deliveries that started this call.")
     dispatched_at = models.DateTimeField(null=True, blank=True, help_text="When its task was last sent again by the sweep.")
     replay_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays")
+    # For a call an App view made (origin "widget"): the call whose view it was, so the view's
+    # calls can be listed under its tool card.
+    view_call = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="view_calls")
+    # For origin "view": the chat page that runs it (a random id per page); the first page to
+    # claim the call runs it, so two open tabs never run a view's tool twice.
+    view_page = models.CharField(max_length=64, blank=True)
     progress = models.JSONField(
         null=True, blank=True, help_text="The server's last notifications/progress for this call: progress, total, message.",
     )
@@ -369,6 +415,17 @@ class ToolCall(models.Model):
     input_round = models.PositiveSmallIntegerField(default=0, help_text="How many input-required rounds the server asked.")
     input_state = models.TextField(blank=True, help_text="The latest requestState, echoed verbatim on the retry.")
     input_rounds = models.JSONField(default=list, blank=True, help_text="Per round: keys, kinds, state bytes, at.")
+    # Tasks (2025-11-25, tools/task_calls.py): a call of a tool whose `execution.taskSupport` is
+    # "required", or "optional" when the caller asked, is sent task-augmented; the worker follows
+    # the task by id (a later worker resumes it) and its result is stored like any call's.
+    task_mode = models.CharField(
+        max_length=10, blank=True, choices=[("", "plain call"), ("required", "task (the tool requires one)"),
+                                            ("optional", "task (asked for; the tool allows one)")],
+        help_text="Whether this call is sent as a task (2025-11-25 servers only).",
+    )
+    task_id = models.CharField(max_length=200, blank=True, help_text="The server's task id, once it created the task.")
+    task_status = models.CharField(max_length=20, blank=True, help_text="working, input_required, completed, failed, cancelled.")
+    task_history = models.JSONField(default=list, blank=True, help_text="Each status the task reported: status, message, at.")
 
     objects = ToolCallQuerySet.as_manager()
 
@@ -394,6 +451,61 @@ class ToolCall(models.Model):
             return getattr(self, name)
         except ObjectDoesNotExist:
             return None
+
+
+class OAuthGrant(models.Model):
+    """One user's tokens for one OAuth-protected server (tools/oauth.py), encrypted at rest."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        EXPIRED = "expired", "expired (could not refresh)"
+        REJECTED = "rejected", "rejected by the server"
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="oauth_grants")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oauth_grants")
+    access_token = EncryptedTextField(default="")
+    refresh_token = EncryptedTextField(blank=True, default="")
+    token_type = models.CharField(max_length=40, default="Bearer")
+    scope = models.CharField(max_length=1000, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    token_endpoint = models.URLField(max_length=1000)
+    client_id = models.CharField(max_length=300)
+    resource = models.CharField(max_length=1000, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    error = models.TextField(blank=True)
+    # A 403 insufficient_scope named more scope: the next sign-in asks for it too (a step-up).
+    needed_scope = models.CharField(max_length=1000, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["server", "user"], name="one_oauth_grant_per_user")]
+
+
+class OAuthFlow(models.Model):
+    """One sign-in: what was discovered, each step's HTTP exchange (secrets redacted), the outcome.
+    The server page lists them so an author can see where a sign-in goes wrong."""
+
+    class Status(models.TextChoices):
+        WAITING = "waiting", "waiting for the user at the authorization server"
+        SIGNED_IN = "signed_in", "signed in"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="oauth_flows")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oauth_flows")
+    state = models.CharField(max_length=100, unique=True)
+    code_verifier = EncryptedTextField(default="")
+    redirect_uri = models.URLField(max_length=1000)
+    authorization_url = models.TextField(blank=True)
+    context = models.JSONField(default=dict, blank=True, help_text="Token endpoint, client id, resource, scope, issuer.")
+    steps = models.JSONField(default=list, blank=True, help_text="Each step: name, request, response (secrets redacted).")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
 
 
 class ToolResult(models.Model):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import timedelta
 from typing import Any
 
 import jsonschema
@@ -60,7 +61,7 @@ def _tool_field(field: str, output_field=None) -> Subquery:
     return Subquery(tools, output_field=output_field) if output_field is not None else Subquery(tools)
 
 
-def _load(tool_call_id) -> ToolCall | None:
+def load(tool_call_id) -> ToolCall | None:
     """The call, its server and what the pipeline needs of its tool, in one query."""
     return (
         ToolCall.objects.select_related("server")
@@ -94,7 +95,7 @@ def _claim(tool_call_id) -> ToolCall | None:
         status=ToolCall.Status.RUNNING, started_at=now, attempts=F("attempts") + 1,
         deadline_at=deadlines.deadline_on_claim(now),
     )
-    call = _load(tool_call_id)
+    call = load(tool_call_id)
     if call is None:
         log.warning("tool call %s does not exist", tool_call_id)
         return None
@@ -110,6 +111,10 @@ def _claim(tool_call_id) -> ToolCall | None:
         raise CallInProgress(min(max(remaining, 0.5), 5.0))
     if call.status == ToolCall.Status.INPUT_REQUIRED:
         raise CallResting()
+    if call.status == ToolCall.Status.QUEUED:
+        # Queued again between the UPDATE and this read (an answer resumed a resting call):
+        # not finished, so the task retries; returning here would let a chord move on.
+        raise CallInProgress(0.5)
     return None  # finished, or cancelled before it started
 
 
@@ -203,7 +208,7 @@ def end_call(tool_call_id, status: str, message: str, ending: tuple[str, ...] = 
     """End a call that cannot finish by itself (the sweep, a Cancel of a resting call), exactly
     as a failed call ends: a projection telling the model why, the status, and the event. Only
     from the statuses in `ending` (a cancelled call gets the cancelled note)."""
-    call = _load(tool_call_id)
+    call = load(tool_call_id)
     if call is None:
         return False
     outcome = failure_outcome(status, message)
@@ -220,6 +225,8 @@ def execute(tool_call_id) -> str:
     publish_status(call)
     server: Server | None = call.server
     timeout, hard_max = deadlines.call_timeout(call), deadlines.max_timeout()
+    if call.origin == ToolCall.Origin.VIEW:
+        return _wait_for_view(call, timeout)
     started = time.monotonic()
     try:
         if server is None:
@@ -249,7 +256,12 @@ def execute(tool_call_id) -> str:
         _finish(call, ToolCall.Status.FAILED, failure_outcome(ToolCall.Status.FAILED, message), None, message)
         return ToolCall.Status.FAILED
 
-    policy = call.tool_policy or server.projection_policy
+    return finish_with_result(call, raw, server.projection_policy)
+
+
+def finish_with_result(call: ToolCall, raw: dict, server_policy: str) -> str:
+    """Project a result the call received and store both rows with the final status."""
+    policy = call.tool_policy or server_policy
     is_app = bool(call.tool_is_app) or call.is_app
     try:
         outcome = project(raw, is_app=is_app, policy=policy, token_cap=settings.PROJECTION_TOKEN_CAP, model=token_model(call))
@@ -264,6 +276,22 @@ def execute(tool_call_id) -> str:
     return status
 
 
+def _wait_for_view(call: ToolCall, timeout: float) -> str:
+    """A tool an App view registered runs in the view, in the browser: the chat page showing the
+    view claims the call, runs it and posts the result (tools/view_calls.py). No worker waits;
+    the chat step's task looks again every second (CallInProgress). Its deadline is its timeout
+    from when the model asked (no connection to wait for): past it, the next look claims the
+    call again and ends it."""
+    deadline = call.queued_at + timedelta(seconds=timeout)
+    if timezone.now() >= deadline:
+        message = (f"No open page ran the view's tool within {timeout:g} s: the chat must be open "
+                   "with the view shown for the model to use the view's own tools.")
+        _finish(call, ToolCall.Status.TIMED_OUT, failure_outcome(ToolCall.Status.TIMED_OUT, message), None, message)
+        return ToolCall.Status.TIMED_OUT
+    ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(deadline_at=deadline)
+    raise CallInProgress(1.0)
+
+
 STATE_ONLY_PAUSE = 0.25  # seconds before retrying a round that carried only a requestState
 
 
@@ -276,7 +304,7 @@ def _call_through_rounds(call: ToolCall, server: Server, timeout: float, hard_ma
     while True:
         # Progress can keep the call going up to the hard maximum: the outer bound allows it.
         raw = remote.run(server, lambda conn: live_calls.call(conn, call, timeout, hard_max, responses, state),
-                         timeout=max(timeout, hard_max) + settings.MCP_CONNECT_TIMEOUT + 5)
+                         timeout=max(timeout, hard_max) + settings.MCP_CONNECT_TIMEOUT + 5, user_id=call.requested_by_id)
         if not input_rounds.is_input_required(raw):
             return raw
         if input_rounds.store_round(call, raw).pending:

@@ -5,6 +5,8 @@ Only Celery workers import this; the web process never opens an MCP connection.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from typing import Any, Awaitable, Callable, TypeVar
@@ -14,7 +16,8 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from tools.connection import CallTimeout, Connection, ConnectionFailed
-from tools.models import Server, Tool
+from tools.models import Server, Tool, parse_pool_key, pool_key
+from tools.oauth import authorized_config, refresh_after_401, rejected
 from tools.pool import Pool, get_pool
 from tools.rpclog import recorder
 from tools.url_secrets import redact
@@ -32,15 +35,16 @@ LIST_CHANGED = {
 def _on_notification(config, method: str, params: dict) -> None:
     """Called on the pool's loop thread: hand list-changed work to a thread of its own."""
     if method in LIST_CHANGED:
-        threading.Thread(target=_list_changed, args=(int(config.key), LIST_CHANGED[method]), daemon=True).start()
+        server_id, user_id = parse_pool_key(config.key)
+        threading.Thread(target=_list_changed, args=(server_id, LIST_CHANGED[method], user_id), daemon=True).start()
 
 
-def _list_changed(server_id: int, what: str) -> None:
+def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None:
     close_old_connections()
     try:
         server = Server.objects.get(pk=server_id)
         if what == "tools":
-            sync_tools(server)
+            sync_tools(server, user_id=user_id)  # (on an OAuth server, with the sign-in of the connection's user)
         elif what == "resources":
             from tools.models import UiResource
 
@@ -58,12 +62,54 @@ def pool() -> Pool:
                     idle_timeout=settings.MCP_IDLE_TIMEOUT)
 
 
-def run(server: Server, fn: Callable[[Connection], Awaitable[T]], timeout: float | None = None) -> T:
-    """Run `fn` against the server's warm connection; record the outcome on the server row."""
+def roots_version(roots: Any) -> str:
+    """A fingerprint of a server's configured roots."""
+    return hashlib.sha256(json.dumps(roots or [], sort_keys=True).encode()).hexdigest()
+
+
+def config_for(server: Server, user_id: int | None = None):
+    """The connection settings for `user_id`'s requests: on an OAuth server their own token and
+    connection (tools/oauth.py), else the server's one."""
     config = server.config()
+    return authorized_config(server, config, user_id) if server.auth == "oauth" else config
+
+
+def run(server: Server, fn: Callable[[Connection], Awaitable[T]], timeout: float | None = None,
+        user_id: int | None = None) -> T:
+    """Run `fn` against the server's warm connection (for `user_id`, who must have signed in if
+    the server uses OAuth); record the outcome on the server row.
+
+    Roots edited since this connection last used them are announced first
+    (`notifications/roots/list_changed`): the server then asks `roots/list` again. Roots are
+    read from the database when asked, so a change needs no reconnection."""
+    config = config_for(server, user_id)
+    roots = roots_version(server.roots)
+
+    async def with_roots(conn: Connection) -> T:
+        if conn.roots_version is not None and conn.roots_version != roots:
+            try:
+                await conn.announce_roots_changed()
+            except Exception as exc:  # noqa: BLE001 - a lost notification must not fail the call
+                log.info("could not announce changed roots to %s: %s", server.name, exc)
+        conn.roots_version = roots
+        return await fn(conn)
+
+    wait = timeout or (settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT)
     try:
-        result = pool().run(config, fn, timeout=timeout or (settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT))
+        try:
+            result = pool().run(config, with_roots, timeout=wait)
+        except ConnectionFailed as exc:
+            # A 401 means the server did not process the request: with a refreshed token it may go again, once.
+            if exc.http_status != 401 or not refresh_after_401(server, user_id):
+                raise
+            pool().drop_server(config.key)
+            config = config_for(server, user_id)
+            result = pool().run(config, with_roots, timeout=wait)
     except (ConnectionFailed, CallTimeout, TimeoutError) as exc:
+        told = rejected(server, user_id, exc) if isinstance(exc, ConnectionFailed) else ""
+        if told:  # one user's token, not the server's health
+            pool().drop_server(config.key)
+            raise ConnectionFailed(told, exc.http_status) from None
         # Only the connection's health goes on the server; a JSON-RPC error answer is the request's.
         Server.objects.filter(pk=server.pk).update(last_error=redact(str(exc)) or exc.__class__.__name__)
         raise
@@ -94,11 +140,11 @@ def store_tools(server: Server, tools: list[dict[str, Any]]) -> list[Tool]:
     return list(server.tools.all())
 
 
-def sync_tools(server: Server, reconnect: bool = False) -> dict[str, Any]:
+def sync_tools(server: Server, reconnect: bool = False, user_id: int | None = None) -> dict[str, Any]:
     """Connect (fresh when `reconnect`), list tools, and store what the server said about itself."""
     if reconnect:
-        pool().drop_server(server.config().key)
-    info = run(server, _overview)
+        pool().drop_server(pool_key(server.pk, user_id if server.auth == "oauth" else None))
+    info = run(server, _overview, user_id=user_id)
     Server.objects.filter(pk=server.pk).update(
         server_info=info["server_info"], protocol_version=info["protocol_version"], capabilities=info["capabilities"],
         instructions=info["instructions"], last_connected_at=timezone.now(), last_error="",

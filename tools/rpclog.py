@@ -84,7 +84,7 @@ class FrameRecorder:
         if not batch:
             return
         from inspector.events import publish
-        from tools.models import RpcFrame
+        from tools.models import RpcFrame, parse_pool_key
 
         close_old_connections()
         rows = []
@@ -101,7 +101,7 @@ class FrameRecorder:
             payload, size, truncated = for_storage(message, settings.RPC_FRAME_MAX_BYTES)
             rows.append(
                 RpcFrame(
-                    server_id=int(key), direction=direction, method=method, rpc_id=rpc_id, kind=kind,
+                    server_id=parse_pool_key(key)[0], direction=direction, method=method, rpc_id=rpc_id, kind=kind,
                     payload=payload, size_bytes=size, truncated=truncated, latency_ms=latency,
                     at=dt.datetime.fromtimestamp(at, tz=dt.timezone.utc),
                 )

@@ -36,7 +36,8 @@ from inspector.api import ApiError
 from inspector.events import publish
 from tools import events, waits
 from tools.connection import RemoteError
-from tools.models import LogLevel, Server, ServerLogMessage, ServerRequest, ToolCall
+from tools.elicitation import with_defaults
+from tools.models import LogLevel, Server, ServerLogMessage, ServerRequest, ToolCall, parse_pool_key
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ async def handle(config, method: str, params: dict[str, Any], tag: Any) -> dict[
     """The pool's `on_server_request`: store, show, wait, answer (see the module docstring)."""
     from tools.live_calls import LiveCall
 
-    server_id = int(config.key)
+    server_id = parse_pool_key(config.key)[0]
     live = tag if isinstance(tag, LiveCall) else None
     if method == "notifications/message":
         # The SDK hands each notification to its own task, and threads finish in any order: one
@@ -348,6 +349,7 @@ def _answer_elicitation(row: ServerRequest, user, action: Any, body: dict[str, A
         if not isinstance(content, dict):
             raise ApiError("`content` must be a JSON object of the requested fields.")
         schema = dict(row.params.get("requestedSchema") or {})
+        content = with_defaults(schema, content)  # SEP-1034: omitted fields take the schema's defaults
         schema.setdefault("additionalProperties", False)
         try:
             jsonschema.validate(content, schema)

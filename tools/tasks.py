@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from tools import pipeline
-from tools.models import Server, ToolCall
+from tools.models import OAuthFlow, Server, ToolCall
 from tools.url_secrets import redact
+
+log = logging.getLogger(__name__)
 
 
 # How often a chat step's task looks at a call that waits for input or runs in another delivery.
@@ -40,8 +44,9 @@ def _error(exc: Exception) -> dict[str, Any]:
 
 
 @shared_task(name="tools.tasks.server_action", acks_late=False)
-def server_action(server_id: int, action: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Inspector requests (refresh, resources, prompts), answered as JSON-able dicts.
+def server_action(server_id: int, action: str, params: dict[str, Any] | None = None, user_id: int | None = None) -> dict[str, Any]:
+    """Inspector requests (refresh, resources, prompts), answered as JSON-able dicts. `user_id`:
+    who asked (an OAuth server is asked with their own sign-in, tools/oauth.py).
 
     Errors come back as {"ok": False, "error": ...} so the page can show them; they are not
     retried (acks_late off): a person is waiting and can press the button again.
@@ -55,7 +60,7 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
         return {"ok": False, "error": "This server no longer exists."}
     try:
         if action == "refresh":
-            info = remote.sync_tools(server, reconnect=params.get("reconnect", True))
+            info = remote.sync_tools(server, reconnect=params.get("reconnect", True), user_id=user_id)
             return {"ok": True, **{k: v for k, v in info.items() if k != "tools"}, "tool_count": len(info["tools"])}
         if action == "resources":
             async def fn(conn):
@@ -66,17 +71,66 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
                     templates = []
                 return {"resources": resources, "templates": templates}
 
-            return {"ok": True, **remote.run(server, fn)}
+            return {"ok": True, **remote.run(server, fn, user_id=user_id)}
         if action == "read_resource":
-            return {"ok": True, "result": remote.run(server, lambda conn: conn.read_resource(params["uri"]))}
+            return {"ok": True, "result": remote.run(server, lambda conn: conn.read_resource(params["uri"]), user_id=user_id)}
         if action == "prompts":
-            return {"ok": True, "prompts": remote.run(server, lambda conn: conn.list_prompts())}
+            return {"ok": True, "prompts": remote.run(server, lambda conn: conn.list_prompts(), user_id=user_id)}
         if action == "get_prompt":
-            return {"ok": True, "result": remote.run(server, lambda conn: conn.get_prompt(params["name"], params.get("arguments") or {}))}
+            return {"ok": True, "result": remote.run(server, lambda conn: conn.get_prompt(params["name"], params.get("arguments") or {}), user_id=user_id)}
         if action == "complete":
             result = remote.run(server, lambda conn: conn.complete(params["ref"], params["argument"], params["value"],
-                                                                   params.get("context"), timeout=settings.COMPLETION_TIMEOUT))
+                                                                   params.get("context"), timeout=settings.COMPLETION_TIMEOUT),
+                                user_id=user_id)
             return {"ok": True, "result": result}
         return {"ok": False, "error": f"Unknown action {action!r}."}
     except Exception as exc:  # noqa: BLE001 - shown to the person who asked
         return _error(exc)
+
+
+@shared_task(name="tools.tasks.oauth_start", acks_late=False)
+def oauth_start(server_id: int, user_id: int, redirect_uri: str) -> dict[str, Any]:
+    """Begin a user's sign-in to an OAuth server (tools/oauth.py): the authorization URL, or why not."""
+    from tools import oauth
+
+    server = Server.objects.filter(pk=server_id).first()
+    if server is None:
+        return {"ok": False, "error": "This server no longer exists."}
+    try:
+        flow = oauth.start(server, user_id, redirect_uri)
+    except Exception as exc:  # noqa: BLE001 - shown to the person who pressed Sign in
+        log.exception("OAuth sign-in to server %s could not start", server_id)
+        return {"ok": False, "error": f"The sign-in could not start: {redact(str(exc)) or exc.__class__.__name__}"}
+    if flow.status == flow.Status.FAILED:
+        return {"ok": False, "error": flow.error, "flow_id": str(flow.pk)}
+    return {"ok": True, "flow_id": str(flow.pk), "authorization_url": flow.authorization_url}
+
+
+@shared_task(name="tools.tasks.oauth_finish", acks_late=False)
+def oauth_finish(flow_id: str, code: str, iss: str | None = None) -> dict[str, Any]:
+    """Swap the code the authorization server sent back for the user's tokens."""
+    from tools import oauth
+
+    # Claimed once (a reload of the callback page must not spend the code twice).
+    claimed = OAuthFlow.objects.filter(pk=flow_id, status=OAuthFlow.Status.WAITING, finished_at__isnull=True).update(
+        finished_at=timezone.now())
+    flow = OAuthFlow.objects.select_related("server", "user").filter(pk=flow_id).first()
+    if not claimed or flow is None:
+        return {"ok": False, "error": "This sign-in is over (finished, failed or unknown); start again."}
+    try:
+        flow = oauth.finish(flow, code, iss)
+    except Exception as exc:  # noqa: BLE001 - shown to the person who signed in
+        log.exception("OAuth sign-in %s could not finish", flow_id)
+        why = f"The sign-in could not finish: {redact(str(exc)) or exc.__class__.__name__}"
+        OAuthFlow.objects.filter(pk=flow_id).update(status=OAuthFlow.Status.FAILED, error=why, code_verifier="")
+        return {"ok": False, "error": why}
+    if flow.status == flow.Status.FAILED:
+        return {"ok": False, "error": flow.error, "flow_id": str(flow.pk)}
+    # The server answers now: list its tools with the new sign-in.
+    from tools import remote
+
+    try:
+        remote.sync_tools(flow.server, reconnect=True, user_id=flow.user_id)
+    except Exception as exc:  # noqa: BLE001 - signed in all the same; the page shows the refresh error
+        return {"ok": True, "flow_id": str(flow.pk), "refresh_error": _error(exc)["error"]}
+    return {"ok": True, "flow_id": str(flow.pk)}

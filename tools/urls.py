@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tools import api, views, widgets
+from tools import api, view_calls, views, widgets
 
 urlpatterns = [
     path("servers/", views.server_list, name="server_list"),
@@ -15,6 +15,8 @@ urlpatterns = [
     path("servers/<int:pk>/resources/", views.resources, name="server_resources"),
     path("servers/<int:pk>/resources/download/", views.resource_download, name="resource_download"),
     path("servers/<int:pk>/prompts/", views.prompts, name="server_prompts"),
+    path("tool-calls/<uuid:pk>/workbench/", views.workbench, name="tool_call_workbench"),
+    path("servers/<int:pk>/preview/", views.workbench_preview, name="view_preview"),
     path("rpc-log/", views.rpc_log, name="rpc_log"),
     path("rpc-log/export/", views.rpc_log_export, name="rpc_log_export"),
     # JSON API
@@ -24,6 +26,10 @@ urlpatterns = [
     path("api/servers/<int:pk>/", api.server_detail, name="api_server"),
     path("api/servers/<int:pk>/refresh/", api.server_refresh, name="api_server_refresh"),
     path("api/servers/<int:pk>/complete/", api.complete, name="api_server_complete"),
+    path("api/servers/<int:pk>/oauth/", api.oauth_status, name="api_server_oauth"),
+    path("api/servers/<int:pk>/oauth/sign-in/", api.oauth_sign_in, name="api_server_oauth_sign_in"),
+    path("api/servers/<int:pk>/oauth/sign-out/", api.oauth_sign_out, name="api_server_oauth_sign_out"),
+    path("oauth/callback/", views.oauth_callback, name="oauth_callback"),
     path("api/servers/<int:pk>/tools/", api.server_tools, name="api_server_tools"),
     path("api/servers/<int:pk>/tools/<path:name>/call/", api.tool_call_create, name="api_tool_call_create"),
     path("api/servers/<int:pk>/tools/<path:name>/view/", widgets.tool_view, name="api_tool_view"),
@@ -36,7 +42,11 @@ urlpatterns = [
     path("api/server-requests/<uuid:pk>/", api.server_request_detail, name="api_server_request"),
     path("api/server-requests/<uuid:pk>/answer/", api.server_request_answer, name="api_server_request_answer"),
     path("api/tool-calls/<uuid:pk>/view/", widgets.view, name="api_tool_call_view"),
+    path("api/tool-calls/<uuid:pk>/view-claim/", view_calls.claim, name="api_view_call_claim"),
+    path("api/tool-calls/<uuid:pk>/view-result/", view_calls.result, name="api_view_call_result"),
+    path("api/servers/<int:pk>/preview/view/", widgets.preview_view, name="api_preview_view"),
+    path("api/servers/<int:pk>/preview/tools-call/", widgets.preview_tools_call, name="api_preview_tools_call"),
+    path("api/servers/<int:pk>/preview/resources-read/", widgets.preview_resources_read, name="api_preview_resources_read"),
     path("api/tool-calls/<uuid:pk>/widget/tools-call/", widgets.tools_call, name="api_widget_tools_call"),
     path("api/tool-calls/<uuid:pk>/widget/resources-read/", widgets.resources_read, name="api_widget_resources_read"),
-    path("api/tool-calls/<uuid:pk>/widget/model-context/", widgets.model_context, name="api_widget_model_context"),
 ]

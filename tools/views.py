@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib import messages
@@ -16,20 +16,26 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from inspector.api import ApiError
 from tools import config_file, rpclog
-from tools.api import editable_server, tool_json, visible_server, wait_for_worker
+from tools.api import editable_server, oauth_json, tool_json, visible_server, wait_for_worker
 from tools.deadlines import max_timeout, shown_timeout
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
-from tools.models import RpcFrame, Server
+from tools.events import tool_call_json
+from tools.widgets import view_tools
+from tools.models import OAuthFlow, RpcFrame, Server, Tool, ToolCall
+
+# How long a sign-in may wait for the browser to come back from the authorization server.
+OAUTH_FLOW_TTL = timedelta(minutes=10)
 
 # The session remembers the refresh a save queued, for the server page that follows.
 REFRESH_SESSION_KEY = "server_refresh_pending"
 
 
-def _ask_worker(server: Server, action: str, params: dict | None = None) -> dict:
+def _ask_worker(request: HttpRequest, server: Server, action: str, params: dict | None = None) -> dict:
+    """Ask a worker on the user's behalf (their own sign-in on an OAuth server)."""
     from tools.tasks import server_action
 
     try:
-        return wait_for_worker(server_action.delay(server.pk, action, params or {}), action.replace("_", " "))
+        return wait_for_worker(server_action.delay(server.pk, action, params or {}, request.user.pk), action.replace("_", " "))
     except ApiError as exc:
         return {"ok": False, "error": str(exc)}
 
@@ -59,7 +65,7 @@ def _form_page(request: HttpRequest, instance: Server | None) -> HttpResponse:
                 from tools.tasks import server_action
 
                 request.session[REFRESH_SESSION_KEY] = {"pk": server.pk, "since": timezone.now().isoformat()}
-                server_action.delay(server.pk, "refresh", {"reconnect": True})
+                server_action.delay(server.pk, "refresh", {"reconnect": True}, request.user.pk)
                 messages.success(request, f"Saved “{server.name}”; a worker is connecting to it and listing its tools.")
             else:
                 messages.success(request, f"Saved “{server.name}” (disabled: not connected).")
@@ -110,7 +116,7 @@ def server_toggle(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
-    answer = _ask_worker(server, "refresh", {"reconnect": True})
+    answer = _ask_worker(request, server, "refresh", {"reconnect": True})
     if answer.get("ok"):
         messages.success(request, f"Connected: protocol {answer.get('protocol_version') or '?'}, {answer.get('tool_count', 0)} tools.")
     else:
@@ -126,8 +132,46 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "tools/server_detail.html",
         {"server": server, "tools": server.tools.all(), "tab": "overview", "can_edit": server.owner_id == request.user.pk,
          "refresh_since": _pending_refresh(request, server), "default_call_timeout": settings.MCP_CALL_TIMEOUT,
-         "max_call_timeout": max_timeout()},
+         "max_call_timeout": max_timeout(), "oauth": oauth_json(server, request.user)},
     )
+
+
+@require_GET
+def oauth_callback(request: HttpRequest) -> HttpResponse:
+    """Where an authorization server sends the browser back: the code becomes the user's tokens
+    (a worker swaps it), then the server page says how it went. Only the user who started the
+    sign-in can finish it."""
+    from tools.tasks import oauth_finish
+
+    flow = OAuthFlow.objects.select_related("server").filter(state=request.GET.get("state", "")[:100], user=request.user).first()
+    if flow is None:
+        return render(request, "tools/forbidden.html", {"message": "This sign-in is unknown or belongs to someone else; "
+                                                                  "start it again from the server page."}, status=400)
+    if flow.status != OAuthFlow.Status.WAITING or flow.finished_at is not None:
+        messages.error(request, "This sign-in is already over; start again if you need to.")
+        return redirect("server_detail", pk=flow.server_id)
+    if timezone.now() - flow.created_at > OAUTH_FLOW_TTL:
+        OAuthFlow.objects.filter(pk=flow.pk).update(status=OAuthFlow.Status.FAILED, finished_at=timezone.now(), code_verifier="",
+                                                    error="Nobody came back from the authorization server in time.")
+        messages.error(request, "This sign-in took too long (over 10 minutes); start again.")
+        return redirect("server_detail", pk=flow.server_id)
+    if request.GET.get("error"):
+        why = f"{request.GET['error']}: {request.GET.get('error_description', '')}".strip(": ")[:500]
+        OAuthFlow.objects.filter(pk=flow.pk).update(status=OAuthFlow.Status.FAILED, error=f"The authorization server said {why}",
+                                                    finished_at=timezone.now(), code_verifier="")
+        messages.error(request, f"Sign-in to “{flow.server.name}” refused: {why}")
+        return redirect("server_detail", pk=flow.server_id)
+    try:
+        answer = wait_for_worker(oauth_finish.delay(str(flow.pk), request.GET.get("code", "")[:2000], request.GET.get("iss")),
+                                 "the token exchange")
+    except ApiError as exc:
+        answer = {"ok": False, "error": str(exc)}
+    if answer.get("ok"):
+        note = f" (listing its tools failed: {answer['refresh_error']})" if answer.get("refresh_error") else ""
+        messages.success(request, f"Signed in to “{flow.server.name}”{note}.")
+    else:
+        messages.error(request, f"Sign-in to “{flow.server.name}” failed: {answer['error']}")
+    return redirect("server_detail", pk=flow.server_id)
 
 
 def _pending_refresh(request: HttpRequest, server: Server) -> str | None:
@@ -143,6 +187,11 @@ def _pending_refresh(request: HttpRequest, server: Server) -> str | None:
     return pending["since"]
 
 
+def _sandbox_data() -> dict[str, str]:
+    """Where a page mounts App views from (the sandbox proxy, on its own origin)."""
+    return {"sandboxOrigin": settings.SANDBOX_ORIGIN, "sandboxUrl": f"{settings.SANDBOX_ORIGIN}/sandbox/proxy/"}
+
+
 @require_GET
 def tool_detail(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     server = visible_server(request, pk)
@@ -151,7 +200,7 @@ def tool_detail(request: HttpRequest, pk: int, name: str) -> HttpResponse:
         request,
         "tools/tool_detail.html",
         {"server": server, "tool": tool, "tool_json": tool_json(tool), "tab": "tools",
-         "default_timeout": shown_timeout(server), "max_timeout": max_timeout()},
+         "default_timeout": shown_timeout(server), "max_timeout": max_timeout(), "page_data": _sandbox_data()},
     )
 
 
@@ -160,11 +209,11 @@ def resources(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
     if not server.offers("resources"):
         return render(request, "tools/resources.html", {"server": server, "tab": "resources", "not_offered": True})
-    answer = _ask_worker(server, "resources")
+    answer = _ask_worker(request, server, "resources")
     read = None
     uri = request.GET.get("uri", "").strip()
     if uri:
-        read = _ask_worker(server, "read_resource", {"uri": uri})
+        read = _ask_worker(request, server, "read_resource", {"uri": uri})
         if read.get("ok"):
             read["contents"] = [_render_content(c) for c in (read["result"] or {}).get("contents", [])]
     return render(
@@ -200,7 +249,7 @@ def resource_download(request: HttpRequest, pk: int) -> HttpResponse:
     uri = request.GET.get("uri", "").strip()
     if not uri:
         return HttpResponse("Give the resource to download: ?uri=<resource URI>.", status=400, content_type="text/plain")
-    read = _ask_worker(server, "read_resource", {"uri": uri})
+    read = _ask_worker(request, server, "read_resource", {"uri": uri})
     if not read.get("ok"):
         return HttpResponse(read["error"], status=502, content_type="text/plain")
     for content in (read["result"] or {}).get("contents", []):
@@ -220,13 +269,13 @@ def prompts(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
     if not server.offers("prompts"):
         return render(request, "tools/prompts.html", {"server": server, "tab": "prompts", "not_offered": True})
-    answer = _ask_worker(server, "prompts")
+    answer = _ask_worker(request, server, "prompts")
     result = None
     args: dict[str, str] = {}
     name = request.POST.get("prompt") if request.method == "POST" else None
     if name:
         args = {k[4:]: v for k, v in request.POST.items() if k.startswith("arg_") and v != ""}
-        result = _ask_worker(server, "get_prompt", {"name": name, "arguments": args})
+        result = _ask_worker(request, server, "get_prompt", {"name": name, "arguments": args})
     return render(
         request,
         "tools/prompts.html",
@@ -297,3 +346,60 @@ def servers_import_page(request: HttpRequest) -> HttpResponse:
     for err in errors:
         messages.error(request, f"{err['name'] or 'Import'}: {err['error']}")
     return redirect("server_list")
+
+
+@require_GET
+def workbench(request: HttpRequest, pk) -> HttpResponse:
+    """An App view of a stored tool call, without a model: host conditions, console, checks.
+
+    The view gets the call's full stored result, like in the chat; its own tool calls go
+    through the pipeline with origin "widget" and are stored.
+    """
+    call = get_object_or_404(
+        ToolCall.objects.visible_to(request.user).select_related("server", "full_result", "projection", "conversation")
+        .defer("full_result__raw"),
+        pk=pk,
+    )
+    server = call.server if call.server_id and Server.objects.visible_to(request.user).filter(pk=call.server_id).exists() else None
+    tool = Tool.objects.filter(server=server, name=call.tool_name).first() if server else None
+    page_data = {
+        "call": tool_call_json(call, detail=True),
+        "tool": tool_json(tool) if tool else None,
+        "serverId": server.pk if server else None,
+        **_sandbox_data(),
+    }
+    return render(request, "tools/workbench.html", {"call": call, "server": server, "tool": tool, "page_data": page_data})
+
+
+# How many stored results of a view's tools the preview offers to fill its data from.
+PREVIEW_CALLS = 20
+
+
+@require_GET
+def workbench_preview(request: HttpRequest, pk: int) -> HttpResponse:
+    """A `ui://` resource in the workbench without a call: the author writes (or picks from a
+    stored call) the tool input and result the view gets."""
+    server = visible_server(request, pk)
+    uri = request.GET.get("uri", "").strip()
+    if not uri.startswith("ui://"):
+        return render(request, "tools/forbidden.html", {"message": "Preview needs a view resource: ?uri=ui://…"}, status=400)
+    tools = view_tools(server, uri)
+    calls = (
+        ToolCall.objects.visible_to(request.user)
+        .filter(server=server, tool_name__in=[t.name for t in tools], full_result__isnull=False)
+        .only("pk", "tool_name", "queued_at", "arguments").order_by("-queued_at")[:PREVIEW_CALLS]
+    )
+    page_data = {
+        "call": None,
+        "tool": tool_json(tools[0]) if tools else None,
+        "serverId": server.pk,
+        "preview": {
+            "uri": uri, "tools": [t.name for t in tools],
+            "calls": [{"id": str(c.pk), "tool": c.tool_name, "queued_at": c.queued_at.isoformat(), "arguments": c.arguments}
+                      for c in calls],
+        },
+        **_sandbox_data(),
+    }
+    return render(request, "tools/workbench.html", {
+        "call": None, "server": server, "tool": tools[0] if tools else None, "uri": uri, "page_data": page_data,
+    })

@@ -1,7 +1,8 @@
 """The server side of the MCP Apps host: the view's HTML, and the requests a view may make.
 
 A view may call only tools of its own server whose visibility includes "app"; its calls go
-through the tool-call pipeline (origin "widget") like any other, and are stored.
+through the tool-call pipeline (origin "widget") like any other, and are stored. What a view
+asks the model to know (`ui/update-model-context`) belongs to the chat: chat/view_context.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 from pydantic import Field
 
-from chat.models import ModelContext
 from inspector.api import ApiError, LenientBody, api_view, parse_body
 from tools.api import wait_for_worker
 from tools.calls import start_tool_call
@@ -26,7 +26,7 @@ SKYBRIDGE_MIME = "text/html+skybridge"
 DISPLAY_MODES = ("inline", "fullscreen", "pip")
 
 
-def _call(request: HttpRequest, pk) -> ToolCall:
+def view_call_of(request: HttpRequest, pk) -> ToolCall:
     """The call that rendered the view, on a server the user can still see."""
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).select_related("server"), pk=pk)
     if call.server_id is None:
@@ -44,14 +44,15 @@ def _html_of(content: dict) -> str:
     raise ApiError("The UI resource has neither text nor blob content.", status=502)
 
 
-def fetch_ui_resource(server: Server, uri: str) -> UiResource:
-    """Read the view through a worker (resources/read), cached per server and URI."""
+def fetch_ui_resource(server: Server, uri: str, user_id: int | None = None) -> UiResource:
+    """Read the view through a worker (resources/read, as `user_id` on an OAuth server), cached
+    per server and URI."""
     from tools.tasks import server_action
 
     cached = UiResource.objects.filter(server=server, uri=uri).first()
     if cached:
         return cached
-    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}), "the view's resources/read")
+    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}, user_id), "the view's resources/read")
     if not answer.get("ok"):
         raise ApiError(f"Could not read the view {uri}: {answer['error']}", status=502)
     contents = (answer["result"] or {}).get("contents") or []
@@ -60,7 +61,7 @@ def fetch_ui_resource(server: Server, uri: str) -> UiResource:
     content = contents[0]
     meta = ((content.get("_meta") or {}).get("ui")) or {}
     if not meta:
-        listed = wait_for_worker(server_action.delay(server.pk, "resources", {}), "resources/list")
+        listed = wait_for_worker(server_action.delay(server.pk, "resources", {}, user_id), "resources/list")
         for entry in listed.get("resources", []) if listed.get("ok") else []:
             if entry.get("uri") == uri:
                 meta = ((entry.get("_meta") or {}).get("ui")) or {}
@@ -74,19 +75,19 @@ def fetch_ui_resource(server: Server, uri: str) -> UiResource:
 @api_view("GET")
 def view(request: HttpRequest, pk) -> JsonResponse:
     """The view of a tool call: the tool's ui:// resource, or an MCP-UI resource in its result."""
-    call = _call(request, pk)
+    call = view_call_of(request, pk)
     tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
     result = call.related_or_none("full_result")
     embedded = embedded_ui_resource(result.raw) if result else None
     if tool and tool.ui_resource_uri:
-        resource = fetch_ui_resource(call.server, tool.ui_resource_uri)
+        resource = fetch_ui_resource(call.server, tool.ui_resource_uri, request.user.pk)
         html, mime, meta = resource.html, resource.mime_type, resource.meta
     elif embedded:
         # MCP-UI: the view travels inside the result itself.
         html, mime, meta = _html_of(embedded), embedded.get("mimeType") or "", ((embedded.get("_meta") or {}).get("ui")) or {}
     else:
         raise ApiError("This tool call has no interactive view.", status=404)
-    return JsonResponse(_view_json(tool, call.tool_name, html, mime, meta, ModelContext.objects.filter(tool_call=call).first()))
+    return JsonResponse(_view_json(tool, call.tool_name, html, mime, meta, call.related_or_none("model_context")))
 
 
 @api_view("GET")
@@ -97,12 +98,13 @@ def tool_view(request: HttpRequest, pk: int, name: str) -> JsonResponse:
     tool = get_object_or_404(Tool, server=server, name=name)
     if not tool.ui_resource_uri:
         raise ApiError("This tool has no interactive view.", status=404)
-    resource = fetch_ui_resource(server, tool.ui_resource_uri)
+    resource = fetch_ui_resource(server, tool.ui_resource_uri, request.user.pk)
     return JsonResponse(_view_json(tool, name, resource.html, resource.mime_type, resource.meta, None))
 
 
-def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: dict, context: ModelContext | None) -> dict[str, Any]:
-    """What the widget host needs to mount a view (see static/js/app-view.js)."""
+def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: dict, context) -> dict[str, Any]:
+    """What the widget host needs to mount a view (see static/js/app-view.js). `context`: the
+    view's stored model context (a chat.ModelContext, read through the call), or None."""
     warning = ""
     mime_base = mime.split(";")[0].strip().lower()
     openai = bool(tool and tool.is_openai_widget) or mime == SKYBRIDGE_MIME
@@ -140,30 +142,61 @@ class ToolsCallBody(LenientBody):
 
 
 class ReadBody(LenientBody):
-    uri: str = Field(min_length=1)
-
-
-class ModelContextBody(LenientBody):
-    content: list[Any] | None = None
-    structuredContent: Any = None
-    widgetState: Any = None
-    widget_state_flag: Any = Field(default=None, alias="_widgetState")
+    # A URI, not a payload: a megabyte "URI" is refused here, not sent to the server.
+    uri: str = Field(min_length=1, max_length=8192)
 
 
 @api_view("POST")
 def tools_call(request: HttpRequest, pk) -> JsonResponse:
     """`tools/call` from a view: own server only, and only tools visible to apps."""
-    origin_call = _call(request, pk)
+    origin_call = view_call_of(request, pk)
+    return _view_tools_call(request, origin_call.server, origin_call)
+
+
+@api_view("GET")
+def preview_view(request: HttpRequest, pk: int) -> JsonResponse:
+    """A `ui://` resource as a view, without a call: the workbench's preview, fed by hand."""
+    server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
+    uri = request.GET.get("uri", "").strip()
+    if not uri.startswith("ui://"):
+        raise ApiError("Give the view's resource as ?uri=ui://…", status=400)
+    resource = fetch_ui_resource(server, uri, request.user.pk)
+    tools = view_tools(server, uri)
+    tool = tools[0] if tools else None
+    return JsonResponse(_view_json(tool, tool.name if tool else "", resource.html, resource.mime_type, resource.meta, None))
+
+
+def view_tools(server: Server, uri: str) -> list[Tool]:
+    """The tools of `server` that show the view `uri`: those the model can call first (the view's
+    usual caller), then by name."""
+    tools = list(Tool.objects.filter(server=server, ui_resource_uri=uri).order_by("name"))
+    return sorted(tools, key=lambda t: "model" not in (t.visibility or ["model"]))
+
+
+@api_view("POST")
+def preview_tools_call(request: HttpRequest, pk: int) -> JsonResponse:
+    """`tools/call` from a previewed view: the same rules, stored with origin "widget" and no parent call."""
+    server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
+    return _view_tools_call(request, server, None)
+
+
+@api_view("POST")
+def preview_resources_read(request: HttpRequest, pk: int) -> JsonResponse:
+    server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
+    return _view_resources_read(request, server)
+
+
+def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> JsonResponse:
     body = parse_body(request, ToolsCallBody)
     name, arguments = body.name, body.arguments or {}
-    tool = Tool.objects.filter(server=origin_call.server, name=name).first()
+    tool = Tool.objects.filter(server=server, name=name).first()
     if tool is None:
         raise ApiError(f"The view's server has no tool named {name!r}; a view may call only its own server's tools.", status=403)
     if "app" not in (tool.visibility or []):
         raise ApiError(f"The tool {name!r} is not visible to apps (its visibility is {tool.visibility}).", status=403)
     call = start_tool_call(
-        server=origin_call.server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.WIDGET,
-        user=request.user, conversation=origin_call.conversation,
+        server=server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.WIDGET, user=request.user,
+        conversation=origin_call.conversation if origin_call else None, view_call=origin_call,
     )
     # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is already enqueued.
     call = _wait_final(call)
@@ -175,27 +208,15 @@ def tools_call(request: HttpRequest, pk) -> JsonResponse:
 
 @api_view("POST")
 def resources_read(request: HttpRequest, pk) -> JsonResponse:
+    return _view_resources_read(request, view_call_of(request, pk).server)
+
+
+def _view_resources_read(request: HttpRequest, server: Server) -> JsonResponse:
     from tools.tasks import server_action
 
-    call = _call(request, pk)
     uri = parse_body(request, ReadBody).uri
-    answer = wait_for_worker(server_action.delay(call.server_id, "read_resource", {"uri": uri}), "resources/read")
+    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}, request.user.pk), "resources/read")
     if not answer.get("ok"):
         # A server that refused the view's request (an unknown URI) is the view's mistake: a 4xx.
         raise ApiError(answer["error"], status=422 if answer.get("refused") else 502)
     return JsonResponse(answer["result"])
-
-
-@api_view("POST")
-def model_context(request: HttpRequest, pk) -> JsonResponse:
-    """`ui/update-model-context` (or Apps SDK setWidgetState): the latest per view replaces the last."""
-    call = _call(request, pk)
-    if call.conversation_id is None:
-        raise ApiError("Model context needs a conversation; this view was opened outside a chat.", status=409)
-    body = parse_body(request, ModelContextBody)
-    fields: dict[str, Any] = {"conversation_id": call.conversation_id, "content": body.content or [],
-                              "structured": body.structuredContent}
-    if body.widgetState is not None or body.widget_state_flag:
-        fields["widget_state"] = body.widgetState
-    ModelContext.objects.update_or_create(tool_call=call, defaults=fields)
-    return JsonResponse({})

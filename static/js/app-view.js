@@ -7,6 +7,13 @@ import { apiFetch } from "./http.js";
 import { fetchFullResult } from "./tool-result.js";
 import { mountWidget } from "./widget-host.js";
 
+// This page's id when it claims a call of a view's own tool (only one open page runs it); kept
+// for the tab's session, so a reload can finish a call it had claimed.
+const PAGE_ID = sessionStorage.getItem("inspector-page-id") || crypto.randomUUID?.() || `${Date.now()}-${Math.random().toString(16).slice(2)}`;
+sessionStorage.setItem("inspector-page-id", PAGE_ID);
+const runViewCalls = new Set();
+const waitingViewCalls = new Map();  // view's tool call id -> calls of its tools asked before the view was mounted
+
 // Tool call id -> entry. A view can be mounted while the model is still writing the call
 // (call.pending, keyed by a temporary id): it gets tool-input-partial until the call row
 // exists, then adoptAppView() re-keys it to the real tool call id.
@@ -129,7 +136,9 @@ async function start(slot, call, page, entry, onChanged) {
     onMessage: async (params) => {
       const text = (params.content || []).filter(b => b.type === "text").map(b => b.text).join("\n");
       if (!text) return { isError: true };
-      const ok = await window.inspectorSendMessage(text);
+      // Only the chat page can send a message; elsewhere (the tool page) the view is told no.
+      if (!window.inspectorSendMessage) return { isError: true };
+      const ok = await window.inspectorSendMessage(text, { fromCall: await entry.adopted, tool: call.tool });
       return ok ? {} : { isError: true };
     },
     onUpdateModelContext: async (params) => {
@@ -138,6 +147,8 @@ async function start(slot, call, page, entry, onChanged) {
       return {};
     },
     onOpenLink: (url) => /^https?:\/\//i.test(url),
+    onDownloadFile: (files) => window.confirm(`The App view of “${call.tool}” wants to save ${files.length === 1 ? "a file" : `${files.length} files`}:\n\n${
+      files.map((f) => `${f.name}${f.size != null ? ` (${f.size} bytes)` : ""}${f.url ? ` from ${f.url}` : ""}`).join("\n")}`),
     onRequestDisplayMode: async (mode) => {
       const allowed = view.display_modes || ["inline"];
       const granted = allowed.includes(mode) ? mode : "inline";
@@ -147,8 +158,52 @@ async function start(slot, call, page, entry, onChanged) {
     },
     onLog: (params) => console.info(`[app ${call.tool}]`, params?.level || "info", params?.data),
     onError: (err) => { const p = document.createElement("p"); p.className = "error"; p.textContent = `App view error: ${err.message || err}`; slot.append(p); },
+    onInitialized: ({ appCapabilities }) => {
+      // A view with tools of its own: tell the chat which, so the model can be offered them.
+      if (appCapabilities?.tools && page.conversationId) recordViewTools(entry);
+    },
   });
   deliver(entry, entry.pending || call);
+  const waiting = waitingViewCalls.get(entry.callId) || [];
+  waitingViewCalls.delete(entry.callId);
+  for (const viewCall of waiting) runViewToolCall(viewCall);
+}
+
+async function recordViewTools(entry) {
+  try {
+    const listed = await entry.handle.bridge.listTools({});
+    const tools = (listed?.tools || []).map(({ name, description, inputSchema }) => ({ name, description, inputSchema }));
+    await apiFetch(`/api/tool-calls/${await entry.adopted}/widget/view-tools/`, { method: "POST", body: { tools } });
+  } catch (err) {
+    console.warn("[app-view] could not record the view's tools:", err);
+  }
+}
+
+/** The model called a tool a view registered (origin "view"): if this page shows that view,
+ *  claim the call, run it in the view (tools/call over the bridge) and post the result. */
+export async function runViewToolCall(call) {
+  if (call.origin !== "view" || call.status !== "running" || runViewCalls.has(call.id)) return;
+  const entry = mounted.get(call.view_call_id);
+  if (!entry?.handle) {
+    // The view is still loading (a page opened or reloaded while the call waits): run it once mounted.
+    const waiting = waitingViewCalls.get(call.view_call_id) || [];
+    if (!waiting.some((c) => c.id === call.id)) waiting.push(call);
+    waitingViewCalls.set(call.view_call_id, waiting);
+    return;
+  }
+  runViewCalls.add(call.id);
+  try {
+    await apiFetch(`/api/tool-calls/${call.id}/view-claim/`, { method: "POST", body: { page: PAGE_ID } });
+  } catch { return; }  // another page runs it, or it ended
+  await entry.handle.initialized.catch(() => {});
+  let body;
+  try {
+    body = { page: PAGE_ID, result: await entry.handle.bridge.callTool({ name: call.tool, arguments: call.arguments || {} }) };
+  } catch (err) {
+    body = { page: PAGE_ID, error: err.message || String(err) };
+  }
+  try { await apiFetch(`/api/tool-calls/${call.id}/view-result/`, { method: "POST", body }); }
+  catch (err) { console.warn("[app-view] could not post the view tool's result:", err); }
 }
 
 // host-context-changed when the page is resized; ui/resource-teardown when it goes away.

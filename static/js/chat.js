@@ -9,9 +9,10 @@
 // summary; the full result is fetched over HTTP only when the user opens it (or a view needs it).
 import { apiFetch, liveSocket, pretty } from "./http.js";
 import { renderChatMarkdown } from "./markdown-images.js";
-import { adoptAppView, mountAppView, unmountAppView } from "./app-view.js";
+import { renderContentText } from "./rich-content.js";
+import { adoptAppView, mountAppView, runViewToolCall, unmountAppView } from "./app-view.js";
 import { displayJson, fetchFullResultText, formatBytes } from "./tool-result.js";
-import { appendLog, showProgress, showServerRequest } from "./server-requests.js";
+import { appendLog, showProgress, showServerRequest, showTask } from "./server-requests.js";
 import { showElapsed } from "./elapsed.js";
 
 const page = JSON.parse(document.getElementById("page-data").textContent);
@@ -53,7 +54,11 @@ function renderMessage(m) {
   }
   const node = el("div", `msg ${m.role}`);
   node.dataset.id = m.id; node.dataset.seq = m.seq;
-  node.append(el("div", "role", m.role));
+  if (m.from_view) {
+    // Sent by an App view (ui/message), not typed by the person: say which view.
+    node.classList.add("from-view");
+    node.append(el("div", "role", `App view · ${m.from_view.tool}`));
+  } else node.append(el("div", "role", m.role));
   const body = el("div", "body");
   body.replaceChildren(renderChatMarkdown(m.text || ""));
   node.append(body);
@@ -130,16 +135,21 @@ function toolCard(id, message) {
   const seen = el("button", "", "What the model saw"); seen.type = "button";
   toggle.append(full, seen);
   head.append(toggle);
+  // An App call's view, with host conditions, console and checks, in a tab of its own.
+  const bench = el("a", "workbench-link small", "Workbench"); bench.hidden = true; bench.target = "_blank";
+  head.append(bench);
   const body = el("div", "body");
   const args = el("details", "args"); args.append(el("summary", "", "Arguments"), el("pre", "args-json"));
   const fullPre = el("pre", "full-json"); fullPre.hidden = true;
   const seenPre = el("pre", "projection-text"); seenPre.hidden = true;
   const error = el("p", "error");
   const progress = el("div", "call-progress"); progress.hidden = true;
+  const taskLine = el("div", "call-task"); taskLine.hidden = true;
   const requests = el("div", "server-requests"); requests.hidden = true;
   const logs = el("details", "server-logs"); logs.hidden = true;
   logs.append(el("summary", "", "Server log"), el("ul"));
-  body.append(args, error, progress, requests, logs, fullPre, seenPre, el("div", "widget-slot"));
+  const rendered = el("div", "rich-content full-rendered"); rendered.hidden = true;
+  body.append(args, error, taskLine, progress, requests, logs, rendered, fullPre, seenPre, el("div", "widget-slot"));
   card.append(head, body);
   // Cards start folded: the full result is fetched (over HTTP) only when the user opens it.
   // Clicking the active tab again folds it away.
@@ -147,6 +157,7 @@ function toolCard(id, message) {
     const again = which.classList.contains("active");
     for (const b of [full, seen]) b.classList.toggle("active", b === which && !again);
     fullPre.hidden = !(which === full && !again);
+    card.querySelector(".full-rendered").hidden = fullPre.hidden || !card.querySelector(".full-rendered").childElementCount;
     seenPre.hidden = !(which === seen && !again);
     fillOpen(card);
   };
@@ -159,9 +170,13 @@ function toolCard(id, message) {
 
 function updateCard(call) {
   const card = toolCard(call.id);
-  card.querySelector(".name").textContent = `${call.server_name || call.server_id}/${call.tool}`;
+  // A call of a view's own tool runs in the view, not on the server.
+  card.querySelector(".name").textContent = call.origin === "view" ? `App view · ${call.tool}` : `${call.server_name || call.server_id}/${call.tool}`;
   card.querySelector(".app").hidden = !call.is_app;
   card.querySelector(".toggle").hidden = !!call.pending;  // no result yet: nothing to toggle
+  const bench = card.querySelector(".workbench-link");
+  bench.hidden = !!call.pending || !(call.has_view || call.is_app);
+  if (!bench.hidden) bench.href = `/tool-calls/${call.id}/workbench/`;
   const status = card.querySelector(".status");
   status.className = `status ${call.status}`;
   status.textContent = call.status === "input_required" ? "waiting for input" : call.status;
@@ -171,6 +186,7 @@ function updateCard(call) {
   card.querySelector(".args-json").textContent = pretty(call.arguments || {});
   card.querySelector(".error").textContent = call.error || "";
   if (call.progress) showProgress(card.querySelector(".call-progress"), call.progress);
+  showTask(card.querySelector(".call-task"), call.task);
   if (call.projection) {
     const saved = Math.max((call.tokens_full || 0) - (call.projection.tokens || 0), 0);
     card.querySelector(".saved").textContent = call.has_result
@@ -190,7 +206,12 @@ function fillOpen(card) {
     if (!call.has_result) { fullPre.textContent = "(no result)"; }
     else {
       fullPre.textContent = `loading ${formatBytes(call.size_full)}…`;
-      fetchFullResultText(call.id).then(text => { fullPre.textContent = displayJson(text); })
+      fetchFullResultText(call.id).then(text => {
+        fullPre.textContent = displayJson(text);
+        const rendered = card.querySelector(".full-rendered");
+        renderContentText(rendered, text, { serverId: call.server_id });
+        rendered.hidden = rendered.hidden || fullPre.hidden;
+      })
         .catch(err => { card.fullFor = undefined; fullPre.textContent = `Could not load the full result: ${err.message}`; });
     }
   }
@@ -215,7 +236,36 @@ function mergeCall(data) {
 }
 
 function upsertCall(data) {
+  // A view's own request has no card; a model's call of a view's own tool (origin "view") has
+  // one like any call of the model, and this page runs it if it shows that view.
+  if (data.view_call_id && data.origin === "widget") { showViewCall(mergeCall(data)); return; }
   updateCard(mergeCall(data));
+  if (data.origin === "view") runViewToolCall(data);
+}
+
+// Calls an App view made (origin "widget") have no card of their own: they are listed, folded,
+// under the card of the call whose view made them, with their status.
+function showViewCall(call) {
+  const card = cards.get(call.view_call_id);
+  if (!card) return;
+  let box = card.querySelector(".view-calls");
+  if (!box) {
+    box = el("details", "view-calls");
+    box.append(el("summary"), el("ul"));
+    card.querySelector(".body").append(box);
+  }
+  let row = box.querySelector(`li[data-id="${call.id}"]`);
+  if (!row) {
+    row = el("li"); row.dataset.id = call.id;
+    row.append(el("code", "", call.tool), " ", el("span", "status"), " ", el("span", "muted duration"), " ", el("span", "error"));
+    box.querySelector("ul").append(row);
+  }
+  const status = row.querySelector(".status");
+  status.className = `status ${call.status}`; status.textContent = call.status;
+  row.querySelector(".duration").textContent = call.duration_ms != null ? `${Math.round(call.duration_ms)} ms` : "";
+  row.querySelector(".error").textContent = call.error || "";
+  const count = box.querySelectorAll("li").length;
+  box.querySelector("summary").textContent = `Calls from this view (${count})`;
 }
 
 // While the model streams a tool call: a card (and, for an App tool, its view, which gets
@@ -311,6 +361,11 @@ function applyPage(data) {
   for (const call of data.tool_calls) mergeCall(call);
   for (const m of data.messages) upsertMessage(m);
   for (const call of data.tool_calls) if (cards.has(call.id)) updateCard(calls.get(call.id));
+  for (const call of data.tool_calls) if (call.view_call_id && call.origin === "widget") showViewCall(calls.get(call.id));
+  for (const call of data.tool_calls) if (call.origin === "view") runViewToolCall(call);
+  if (typeof data.confirm_view_messages === "boolean") confirmBox.checked = data.confirm_view_messages;
+  if (typeof data.offer_view_tools === "boolean") offerBox.checked = data.offer_view_tools;
+  if (typeof data.use_tasks === "boolean") tasksBox.checked = data.use_tasks;
   const { first_seq: first, last_seq: last } = data.page;
   if (first != null && (oldestSeq == null || first < oldestSeq)) { oldestSeq = first; hasOlder = data.page.has_older; }
   if (oldestSeq == null) hasOlder = data.page.has_older;
@@ -378,10 +433,11 @@ function onEvent(ev) {
       adoptStreamed(ev.tool_call.llm_tool_call_id, ev.tool_call_id);
       upsertCall(ev.tool_call);
       break;
-    // Calls made by a view (origin "widget") have no card of their own.
-    case "tool_call.status": if (calls.has(ev.tool_call_id)) upsertCall(ev.tool_call); break;
+    // Calls made by a view (origin "widget") have no card of their own: upsertCall lists them
+    // under the card of the view's call.
+    case "tool_call.status": if (calls.has(ev.tool_call_id) || ev.tool_call.view_call_id) upsertCall(ev.tool_call); break;
     case "tool_call.result":
-      if (calls.has(ev.tool_call_id)) upsertCall(ev.tool_call);
+      if (calls.has(ev.tool_call_id) || ev.tool_call.view_call_id) upsertCall(ev.tool_call);
       refreshLlmView();
       break;
     case "tool_call.progress":
@@ -431,15 +487,43 @@ async function refreshLlmView() {
 
 document.getElementById("refresh-llm").onclick = refreshLlmView;
 
-async function send(text) {
+async function send(text, fromCall) {
   notice("");
   try {
-    await apiFetch(`/api/conversations/${cid}/messages/`, { method: "POST", body: { text } });
+    const body = fromCall ? { text, from_tool_call: fromCall } : { text };
+    await apiFetch(`/api/conversations/${cid}/messages/`, { method: "POST", body });
     setRunning(true);
     return true;
   } catch (err) { notice(err.message, true); return false; }
 }
-window.inspectorSendMessage = send;  // used by App views' ui/message
+
+// An App view's ui/message: sent as a user message marked with the view, after asking the
+// person (unless they turned that off for this conversation). A refusal tells the view no.
+const confirmBox = document.getElementById("confirm-view-messages");
+confirmBox.addEventListener("change", async () => {
+  try { await apiFetch(`/api/conversations/${cid}/`, { method: "PATCH", body: { confirm_view_messages: confirmBox.checked } }); }
+  catch (err) { notice(err.message, true); confirmBox.checked = !confirmBox.checked; }
+});
+// The tools App views register are offered to the model only when asked (per conversation).
+const offerBox = document.getElementById("offer-view-tools");
+offerBox.addEventListener("change", async () => {
+  try { await apiFetch(`/api/conversations/${cid}/`, { method: "PATCH", body: { offer_view_tools: offerBox.checked } }); refreshLlmView(); }
+  catch (err) { notice(err.message, true); offerBox.checked = !offerBox.checked; }
+});
+// A tool that allows an MCP task (taskSupport "optional") is called as one only when asked (per conversation).
+const tasksBox = document.getElementById("use-tasks");
+tasksBox.addEventListener("change", async () => {
+  try { await apiFetch(`/api/conversations/${cid}/`, { method: "PATCH", body: { use_tasks: tasksBox.checked } }); }
+  catch (err) { notice(err.message, true); tasksBox.checked = !tasksBox.checked; }
+});
+window.inspectorSendMessage = async (text, { fromCall, tool } = {}) => {
+  if (running) { notice(`The view of ${tool || "a tool"} wanted to send a message while the model is answering; it was refused.`, true); return false; }
+  if (confirmBox.checked && !window.confirm(`The App view of “${tool || "a tool"}” wants to send this message to the model as you:\n\n${text}`)) {
+    notice(`You declined the message from the view of ${tool || "a tool"}.`);
+    return false;
+  }
+  return send(text, fromCall);
+};
 
 document.getElementById("composer").addEventListener("submit", async (ev) => {
   ev.preventDefault();

@@ -1,11 +1,12 @@
 // The elapsed-time counter of a running tool call: "running 12 s of 60 s", ticking from the
 // call's started_at (tools/events.py), with its timeout. Progress notifications give a call its
 // timeout again (up to max_timeout_s), so past it the counter says why the call is still alive.
+// A call sent as an MCP task is followed up to the hard maximum, whatever its timeout: it says so.
 //
 // One timer ticks every counter on the page; a counter stops when its call ends or its element
 // leaves the page.
 
-const ticking = new Map();  // element -> { start (ms), timeout (s), max (s) }
+const ticking = new Map();  // element -> { start (ms), timeout (s), max (s), task (sent as an MCP task) }
 let timer = null;
 
 export function formatSeconds(seconds) {
@@ -18,7 +19,9 @@ export function formatSeconds(seconds) {
 function render(element, t) {
   const elapsed = (Date.now() - t.start) / 1000;
   let text = `running ${formatSeconds(elapsed)}`;
-  if (t.timeout) {
+  if (t.task) {  // an MCP task runs as long as the server works on it, up to the hard maximum
+    text += t.max ? ` · a task, followed for at most ${formatSeconds(t.max)}` : " · a task";
+  } else if (t.timeout) {
     text += elapsed <= t.timeout ? ` of ${formatSeconds(t.timeout)}`
       : ` · timeout ${formatSeconds(t.timeout)}, extended by progress${t.max ? ` (at most ${formatSeconds(t.max)})` : ""}`;
   }
@@ -42,7 +45,7 @@ export function showElapsed(element, call) {
     if (ticking.delete(element)) element.textContent = "";
     return false;
   }
-  const t = { start, timeout: call.timeout_s, max: call.max_timeout_s };
+  const t = { start, timeout: call.timeout_s, max: call.max_timeout_s, task: !!(call.task && call.task.id) };
   ticking.set(element, t);
   render(element, t);
   if (!timer) timer = setInterval(tick, 1000);

@@ -5,6 +5,7 @@
 // model-context capability (the host answers "not supported").
 import { apiFetch, pretty } from "./http.js";
 import { displayJson, fetchFullResult, fetchFullResultText, formatBytes } from "./tool-result.js";
+import { renderContentText } from "./rich-content.js";
 import { mountWidget } from "./widget-host.js";
 
 const page = JSON.parse(document.getElementById("page-data").textContent);
@@ -103,6 +104,7 @@ function toolBody(step) {
     el("dt", { text: "What the model saw" }), el("dd", { text: `${formatBytes(call.size_projection)} · ${call.tokens_projection} tokens · policy ${call.policy || "—"}${proj.truncated ? " · truncated" : ""}` }),
   );
   const fullBox = el("pre", { class: "full-result", text: call.has_result ? "Loading the full result…" : "(no result)" });
+  const rendered = el("div", { class: "rich-content" }); rendered.hidden = true;
   const projBox = el("pre", { class: "projection-text", text: proj.text ?? "" });
   const removed = (proj.removed || []).map((r) => el("li", {}, el("code", { text: r.path }), ` ${r.reason || ""}`));
   const body = el("div", { class: "body" },
@@ -112,7 +114,7 @@ function toolBody(step) {
     el("h3", { text: "Arguments" }), el("pre", { class: "arguments", text: pretty(call.arguments || {}) }),
     stats,
     el("div", { class: "cols side-by-side" },
-      el("div", {}, el("h3", { text: "Full result (browser and App view)" }), fullBox),
+      el("div", {}, el("h3", { text: "Full result (browser and App view)" }), rendered, fullBox),
       el("div", {}, el("h3", { text: "Projection (all the model saw)" }), projBox,
         removed.length ? el("div", {}, el("p", { class: "help", text: "Removed for the model:" }), el("ul", { class: "removed-list" }, ...removed)) : null)),
   );
@@ -120,7 +122,7 @@ function toolBody(step) {
     body.append(el("h3", { text: "Model context from the view" }), el("pre", { text: pretty(step.model_context) }));
   }
   if (call.has_result) {
-    fetchFullResultText(call.id).then((text) => { fullBox.textContent = displayJson(text); })
+    fetchFullResultText(call.id).then((text) => { fullBox.textContent = displayJson(text); renderContentText(rendered, text, { serverId: call.server_id }); })
       .catch((err) => { fullBox.textContent = `Could not load the full result: ${err.message}`; fullBox.classList.add("error"); });
   }
   if (call.has_view && call.has_result) {

@@ -223,6 +223,17 @@ export function showProgress(container, progress) {
     `${progress.progress}${progress.total ? ` / ${progress.total}` : ""}${pct}${progress.message ? ` — ${progress.message}` : ""}`;
 }
 
+/** Show the MCP task a call was sent as (`{mode, id, status, message}`, or null) in `container`. */
+export function showTask(container, task) {
+  if (!container || !task) return;
+  container.hidden = false;
+  const status = task.status || "starting";
+  const badge = el("span", `status task-${status}`, `task ${status.replace("_", " ")}`);
+  badge.title = task.id ? `Task id ${task.id} (${task.mode === "required" ? "the tool requires a task" : "asked for"})` : "Sent as a task; the server has not answered yet";
+  container.replaceChildren(badge);
+  if (task.message) container.append(el("span", "task-message", ` ${task.message}`));
+}
+
 /** Add a server log line to `container` (a <details> with a list), once per id. */
 export function appendLog(container, entry) {
   if (!container) return;

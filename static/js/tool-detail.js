@@ -32,5 +32,6 @@ document.getElementById("run-tool").addEventListener("click", async () => {
   // Blank: the server's timeout. The API checks the range and says so (shown as the run's status).
   const timeoutText = document.getElementById("run-timeout").value.trim();
   const timeout = timeoutText === "" ? null : Number(timeoutText);
-  await runToolCall({ serverId: Number(document.getElementById("tool-page").dataset.serverId), tool: tool.name, args, timeout });
+  const asTask = document.getElementById("run-as-task")?.checked || false;
+  await runToolCall({ serverId: Number(document.getElementById("tool-page").dataset.serverId), tool: tool.name, args, timeout, asTask });
 });

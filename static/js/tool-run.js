@@ -6,28 +6,36 @@
 // when it is big (a 40 MB result would stall the page for nothing if nobody wants to read it).
 import { apiFetch, liveSocket, pretty } from "./http.js";
 import { displayJson, fetchFullResultText, formatBytes } from "./tool-result.js";
-import { appendLog, showProgress, showServerRequest } from "./server-requests.js";
+import { appendLog, showProgress, showServerRequest, showTask } from "./server-requests.js";
 import { showElapsed } from "./elapsed.js";
+import { mountAppView, unmountAppView } from "./app-view.js";
+import { renderContentText } from "./rich-content.js";
 
 const AUTO_SHOW_BYTES = 256 * 1024;
+let shownView = null;  // the tool call id whose App view is under the result
 
-export async function runToolCall({ serverId, tool, args, timeout }) {
+export async function runToolCall({ serverId, tool, args, timeout, asTask = false }) {
   const status = document.getElementById("run-status");
   const elapsed = document.getElementById("run-elapsed");
   const button = document.getElementById("run-tool");
   const cancel = document.getElementById("cancel-tool");
   const requests = document.getElementById("server-requests");
   const progress = document.getElementById("run-progress");
+  const taskLine = document.getElementById("run-task");
   const logs = document.getElementById("run-logs");
   button.disabled = true;
   requests.replaceChildren(); requests.hidden = true;
   progress.replaceChildren(); progress.hidden = true;
+  taskLine.replaceChildren(); taskLine.hidden = true;
   logs.querySelector("ul").replaceChildren(); logs.hidden = true;
   document.getElementById("result-panel").hidden = true;
+  hideView();
   status.className = "status queued"; status.textContent = "queued…";
   let call;
   try {
-    const body = timeout == null ? { arguments: args } : { arguments: args, timeout };
+    const body = { arguments: args };
+    if (timeout != null) body.timeout = timeout;
+    if (asTask) body.task = true;
     call = await apiFetch(`/api/servers/${serverId}/tools/${encodeURIComponent(tool)}/call/`, { method: "POST", body });
   } catch (err) {
     status.className = "status failed"; status.textContent = err.message; button.disabled = false;
@@ -47,6 +55,7 @@ export async function runToolCall({ serverId, tool, args, timeout }) {
         status.textContent = waiting ? "waiting for your input…" : `${ev.tool_call.status}…`;
         showElapsed(elapsed, ev.tool_call);
         if (ev.tool_call.progress) showProgress(progress, ev.tool_call.progress);
+        showTask(taskLine, ev.tool_call.task);
       }
       if (ev.type === "tool_call.progress") showProgress(progress, ev.progress);
       if (ev.type === "tool_call.log") appendLog(logs, ev.log);
@@ -56,6 +65,7 @@ export async function runToolCall({ serverId, tool, args, timeout }) {
       if (ev.type === "tool_call.result") {
         showElapsed(elapsed, ev.tool_call);
         show(ev.tool_call); sock.close(); button.disabled = false; cancel.hidden = true;
+        showTask(taskLine, ev.tool_call.task);
         if (ev.tool_call.progress) showProgress(progress, ev.tool_call.progress);
       }
     },
@@ -86,6 +96,7 @@ function show(call) {
   else if (!call.has_result || call.status !== "succeeded") { schema.className = "muted"; schema.textContent = "Not validated: the call did not return a successful result."; }
   else { schema.className = "muted"; schema.textContent = "No outputSchema to validate against."; }
   showFull(call);
+  showView(call);
   document.getElementById("projection-text").textContent = p.text ?? "";
   document.getElementById("projection-policy").textContent = p.policy || "";
   document.getElementById("projection-removed").textContent = "";
@@ -101,6 +112,8 @@ function showFull(call) {
   const pre = document.getElementById("full-result");
   const button = document.getElementById("show-full");
   const download = document.getElementById("download-full");
+  const rendered = document.getElementById("full-rendered");
+  rendered.replaceChildren(); rendered.hidden = true;
   document.getElementById("full-size").textContent = call.has_result ? formatBytes(call.size_full) : "";
   download.hidden = !call.has_result;
   if (call.has_result) download.href = call.result_url;
@@ -112,7 +125,11 @@ function showFull(call) {
   const load = async () => {
     button.disabled = true; pre.hidden = false;
     pre.textContent = `loading ${formatBytes(call.size_full)}…`;
-    try { pre.textContent = displayJson(await fetchFullResultText(call.id)); button.hidden = true; }
+    try {
+      const text = await fetchFullResultText(call.id);
+      pre.textContent = displayJson(text); button.hidden = true;
+      renderContentText(rendered, text, { serverId: call.server_id });
+    }
     catch (err) { pre.textContent = `Could not load the full result: ${err.message}`; }
     finally { button.disabled = false; }
   };
@@ -120,4 +137,22 @@ function showFull(call) {
   button.onclick = load;
   if (call.size_full <= AUTO_SHOW_BYTES) { button.hidden = true; load(); }
   else { button.hidden = false; pre.hidden = true; pre.textContent = ""; }
+}
+
+// An App tool's view, under its result: the same host code and sandbox as in the chat.
+function showView(call) {
+  hideView();
+  if (!call.has_view) return;
+  const page = JSON.parse(document.getElementById("page-data").textContent);
+  document.getElementById("run-view-panel").hidden = false;
+  document.getElementById("open-workbench").href = `/tool-calls/${call.id}/workbench/`;
+  shownView = call.id;
+  mountAppView(document.getElementById("run-view"), call, page);
+}
+
+function hideView() {
+  if (shownView) unmountAppView(shownView);
+  shownView = null;
+  document.getElementById("run-view-panel").hidden = true;
+  document.getElementById("run-view").replaceChildren();
 }

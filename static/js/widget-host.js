@@ -56,13 +56,15 @@ const PROXY_READY_TIMEOUT_MS = 15000;
  * arrives with origin "null") are dropped.
  */
 class PinnedWindowTransport {
-  constructor(targetWindow, targetOrigin) {
+  constructor(targetWindow, targetOrigin, onTrace) {
     this._target = targetWindow;
     this._origin = targetOrigin;
+    this._trace = onTrace;
     this._listener = (event) => {
       if (event.source !== this._target || event.origin !== this._origin) return;
       const parsed = JSONRPCMessageSchema.safeParse(event.data);
       if (parsed.success) {
+        this._trace?.("in", event.data);
         this.onmessage?.(parsed.data);
       } else if (event.data?.jsonrpc === "2.0") {
         this.onerror?.(new Error(`Invalid JSON-RPC message from widget: ${parsed.error.message}`));
@@ -73,6 +75,7 @@ class PinnedWindowTransport {
     window.addEventListener("message", this._listener);
   }
   async send(message) {
+    this._trace?.("out", message);
     this._target.postMessage(message, this._origin);
   }
   async close() {
@@ -111,6 +114,38 @@ function normalizePermissions(permissions) {
     if (permissions[key]) out[key] = {};
   }
   return out;
+}
+
+/** One item of ui/download-file as {name, size, url, save()}, or null if it cannot be saved. */
+function downloadOf(item) {
+  const nameOf = (uri, fallback) => {
+    const tail = String(uri || "").split(/[/?#]/).filter(Boolean).pop();
+    return (tail || fallback).replace(/[\\/:*?"<>|\u0000-\u001f]/g, "_").slice(0, 120);
+  };
+  if (item?.type === "resource" && item.resource && typeof item.resource === "object") {
+    const r = item.resource;
+    let bytes;
+    if (typeof r.text === "string") bytes = new TextEncoder().encode(r.text);
+    else if (typeof r.blob === "string") {
+      try { bytes = Uint8Array.from(atob(r.blob), (c) => c.charCodeAt(0)); } catch { return null; }
+    } else return null;
+    const name = nameOf(r.uri, "download");
+    return {
+      name, size: bytes.length, url: null,
+      save: () => {
+        const a = document.createElement("a");
+        a.href = URL.createObjectURL(new Blob([bytes], { type: r.mimeType || "application/octet-stream" }));
+        a.download = name;
+        a.click();
+        setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      },
+    };
+  }
+  if (item?.type === "resource_link" && /^https?:\/\//i.test(item.uri || "")) {
+    return { name: item.name || nameOf(item.uri, "link"), size: item.size, url: item.uri,
+             save: () => window.open(item.uri, "_blank", "noopener,noreferrer") };
+  }
+  return null;
 }
 
 let stylesInjected = false;
@@ -186,12 +221,18 @@ function defaultHostContext(container) {
  *   onUpdateModelContext(params) -> Promise ui/update-model-context {content?, structuredContent?}
  *   onOpenLink(url) -> (Promise<)boolean|void(>)   veto hook; `false` refuses. Only http(s)
  *                   URLs get this far; the host then calls window.open(url, "_blank", "noopener,noreferrer").
+ *   onDownloadFile(files) -> (Promise<)boolean|void(>)  ui/download-file, files = [{name, size, url}]
+ *                   (url for http(s) resource links); `false` refuses. Without it the host does
+ *                   not offer downloads.
  *   onRequestDisplayMode(mode) -> Promise<actualMode|undefined>  undefined = grant `mode`
  *   onLog(params)                           notifications/message from the view
  *   onSizeChanged({width, height})
  *   onInitialized({appInfo, appCapabilities})
  *   onRequestTeardown()                     the view asked to be closed
  *   onError(error)                          setup failures (e.g. proxy never became ready)
+ *   onTrace(direction, message)             every JSON-RPC message on the wire, "in" (from the
+ *                   view or the proxy) or "out" (to them), as it is sent or received: the
+ *                   workbench's view console
  * @returns handle {sendToolInput, sendToolInputPartial, sendToolResult, sendToolCancelled,
  *   setHostContext, getHostContext, teardown, initialized (Promise), iframe, bridge}
  */
@@ -273,6 +314,7 @@ export function mountWidget(container, options) {
   if (options.onCallTool) hostCapabilities.serverTools = {};
   if (options.onReadResource) hostCapabilities.serverResources = {};
   if (options.onMessage) hostCapabilities.message = { text: {}, image: {}, resource: {}, resourceLink: {} };
+  if (options.onDownloadFile) hostCapabilities.downloadFile = {};
   if (options.onUpdateModelContext) {
     hostCapabilities.updateModelContext = { text: {}, image: {}, resource: {}, resourceLink: {}, structuredContent: {} };
   }
@@ -393,6 +435,17 @@ export function mountWidget(container, options) {
       if (verdict === false) throw rpcError(-32000, "Link opening denied");
     }
     window.open(parsed.href, "_blank", "noopener,noreferrer");
+    return {};
+  };
+
+  // ui/download-file: embedded resources are saved from their own bytes (never fetched);
+  // resource links only when they are plain web links. The caller may refuse (ask the person).
+  bridge.ondownloadfile = async ({ contents }) => {
+    if (!options.onDownloadFile) throw rpcError(-32601, "ui/download-file is not supported by this host");
+    const files = (Array.isArray(contents) ? contents : []).map(downloadOf).filter(Boolean);
+    if (!files.length) throw rpcError(-32602, "Nothing to download: give embedded resources or http(s) resource links");
+    if ((await options.onDownloadFile(files.map(({ name, size, url }) => ({ name, size, url })))) === false) return { isError: true };
+    for (const file of files) file.save();
     return {};
   };
 
@@ -563,7 +616,7 @@ export function mountWidget(container, options) {
   // Connect before navigating the iframe so the proxy's ready message cannot
   // be missed (transport.start() runs synchronously inside connect()).
   bridge
-    .connect(new PinnedWindowTransport(iframe.contentWindow, sandboxOrigin))
+    .connect(new PinnedWindowTransport(iframe.contentWindow, sandboxOrigin, options.onTrace))
     .then(() => {
       if (!tornDown) iframe.src = proxyUrl.href;
     })

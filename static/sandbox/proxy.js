@@ -178,6 +178,13 @@
     return m ? m[0] + prefix + html.slice(m[0].length) : prefix + html;
   }
 
+  // Runs first in the view's document: a request the view's CSP blocked is reported to the host
+  // as a log message (logger "sandbox.csp"), so the workbench can name the domain the view
+  // would have to declare. The view could forge one; it would only fail its own check.
+  var CSP_REPORTER = "<script>document.addEventListener(\"securitypolicyviolation\",function(e){try{parent.postMessage(" +
+    "{jsonrpc:\"2.0\",method:\"notifications/message\",params:{level:\"warning\",logger:\"sandbox.csp\"," +
+    "data:{blockedURI:e.blockedURI,directive:e.effectiveDirective||e.violatedDirective,sourceFile:e.sourceFile,line:e.lineNumber}}},\"*\")}catch(_){}});</script>";
+
   function loadShim(params) {
     var config = {
       parentOrigin: location.origin,
@@ -225,7 +232,7 @@
     var injection = params.openai ? loadShim(params) : Promise.resolve("");
     injection.then(
       function (head) {
-        inner.srcdoc = buildSrcdoc(params.html, csp, head);
+        inner.srcdoc = buildSrcdoc(params.html, csp, CSP_REPORTER + head);
         document.body.appendChild(inner);
       },
       function (error) {

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chat.models import Conversation, ModelContext
+from chat.models import Conversation, Message, ModelContext
 from tests.helpers import login_page, refresh_tools, wait_for
 from tools.models import ToolCall
 
@@ -113,11 +113,27 @@ def test_app_widget_renders_full_result_and_talks_back(browser, live_app, user, 
     last = json.dumps(fake_llm.bodies[-1]["messages"])
     assert "WIDGET-CONTEXT-MARKER" in last
 
-    # ui/message from the view becomes a user message and starts a turn.
-    fake_llm.script([{"text": "Got your widget message."}])
+    # The view's own calls are listed under its card, folded, with their status.
+    card_calls = page.locator(".tool-card .view-calls")
+    card_calls.locator("summary", has_text="Calls from this view (1)").wait_for(timeout=10000)
+    card_calls.locator("li", has_text="app_only_increment").locator(".status.succeeded").wait_for(state="attached", timeout=10000)
+
+    # ui/message from the view: the person is asked first; declining tells the view no.
+    page.once("dialog", lambda d: d.dismiss())
     view.locator("#message").click()
-    page.wait_for_selector(".msg.user >> text=WIDGET-MESSAGE-MARKER", timeout=20000)
+    view.locator("#message-result", has_text="ERROR").wait_for(timeout=10000)
+    assert not Message.objects.filter(conversation=conversation, text="WIDGET-MESSAGE-MARKER").exists()
+    # Accepted, it becomes a user message marked as the view's, and starts a turn.
+    fake_llm.script([{"text": "Got your widget message."}])
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
+    view.locator("#message").click()
+    page.wait_for_selector(".msg.user.from-view >> text=WIDGET-MESSAGE-MARKER", timeout=20000)
+    assert "show_marker" in asked[0] and "WIDGET-MESSAGE-MARKER" in asked[0]
+    assert page.locator(".msg.user.from-view .role").inner_text() == "App view · show_marker"
     page.wait_for_selector(".msg.assistant >> text=Got your widget message.", timeout=30000)
+    sent = Message.objects.get(conversation=conversation, text="WIDGET-MESSAGE-MARKER")
+    assert sent.from_view.tool_name == "show_marker" and sent.from_view.origin == "llm"
 
     # The model never saw anything that only structuredContent or _meta hold.
     wire = json.dumps(fake_llm.bodies)

@@ -107,7 +107,7 @@ def test_app_tool_end_to_end_model_sees_only_the_projection(client, api, fake_ll
     assert "sk-test-secret-key" not in wire
     # app_only_increment's visibility is ["app"]: never offered to the model.
     assert sorted(t["function"]["name"] for t in bodies[0]["tools"]) == [
-        "apps__big_text", "apps__big_view", "apps__model_only", "apps__show_marker"]
+        "apps__big_text", "apps__big_view", "apps__csp_probe", "apps__model_only", "apps__show_marker"]
     call = ToolCall.objects.get(conversation_id=cid)
     assert call.origin == "llm" and call.llm_tool_call_id == "call_1"
     assert ToolResult.objects.filter(tool_call=call).exists() and Projection.objects.filter(tool_call=call).exists()

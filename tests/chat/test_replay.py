@@ -412,6 +412,11 @@ BAD_FILES = {
     "replay origin": (_with(tool_calls=[{"id": "a", "tool": "t", "origin": "replay", "status": "succeeded"}]), "origin"),
     "bad time": (_with(messages__0__created_at="yesterday"), "messages[0].created_at"),
     "huge title": (_with(conversation__title="x" * 1000), "conversation.title"),
+    "temperature out of range": (_with(conversation__temperature=3), "conversation.temperature"),
+    "a boolean for a number": (_with(messages__0__seq=True), "messages[0].seq"),
+    "a string for a number": (_with(messages__0__step="1"), "messages[0].step"),
+    "a tool that is not an object": (_with(servers=[{"name": "s", "tools": ["echo"]}]), "servers[0].tools[0]"),
+    "an answer's call without a name string": (_with(messages__0__tool_calls=[{"id": "1", "name": 5}]), "messages[0].tool_calls[0].name"),
     "two answers in a step": (_with(messages=[{"seq": 1, "role": "assistant", "turn": 0, "step": 1},
                                               {"seq": 2, "role": "assistant", "turn": 0, "step": 1}]), "same step"),
 }

@@ -6,18 +6,16 @@ Before the pool, daphne kept a connection per dead request thread (92 idle conne
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import psutil
 import pytest
 from django.conf import settings
 from django.db import connection
 
 from inspector.models import ApiToken
-from tests.helpers import refresh_tools, wait_for
+from tests.helpers import open_db_connections, peak_db_connections, refresh_tools, wait_for
 from tools.models import ToolCall
 
 CALLS = 500
@@ -25,19 +23,6 @@ IN_FLIGHT = 32
 # A small allowance keeps the test about leaks, not about one extra connection.
 ALLOWANCE = 2
 WORKER_THREADS = 8  # the suite's worker: --concurrency 8
-
-
-def _open_connections(pids: dict[str, int]) -> dict[str, int]:
-    """Database connections each process holds right now."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() GROUP BY 1"
-            )
-            by_name = dict(cursor.fetchall())
-        return {role: sum(n for name, n in by_name.items() if name.endswith(f":{pid}")) for role, pid in pids.items()}
-    path = str(settings.DATABASES["default"]["NAME"])
-    return {role: sum(1 for f in psutil.Process(pid).open_files() if f.path == path) for role, pid in pids.items()}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -55,35 +40,22 @@ def test_connections_stay_bounded_after_500_concurrent_api_calls(live_app, celer
         # in the full suite daphne's idle request threads were seen keeping theirs (35 of 35,
         # CI on this machine): bounded, not growing with the 500 calls, which is what this checks.
         peak_bound = after_bound = IN_FLIGHT + 4 + ALLOWANCE
-    peak = {role: 0 for role in pids}
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            for role, n in _open_connections(pids).items():
-                peak[role] = max(peak[role], n)
-            time.sleep(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     url = f"{live_app.url}/api/servers/{basic_server.pk}/tools/echo/call/"
-    with httpx.Client(headers={"Authorization": f"Token {key}"}, timeout=60) as http:
+    with peak_db_connections(pids) as peak, httpx.Client(headers={"Authorization": f"Token {key}"}, timeout=60) as http:
         def post(i: int) -> int:
             return http.post(url, json={"arguments": {"text": f"call {i}"}}).status_code
 
         with ThreadPoolExecutor(IN_FLIGHT) as pool:
             statuses = list(pool.map(post, range(CALLS)))
-    assert statuses.count(202) == CALLS, {s: statuses.count(s) for s in set(statuses)}
-    wait_for(lambda: ToolCall.objects.filter(status="succeeded").count() == CALLS, timeout=120,
-             message=f"{CALLS} calls to succeed")
-    stop.set()
-    sampler.join(5)
+        assert statuses.count(202) == CALLS, {s: statuses.count(s) for s in set(statuses)}
+        wait_for(lambda: ToolCall.objects.filter(status="succeeded").count() == CALLS, timeout=120,
+                 message=f"{CALLS} calls to succeed")
     # Once the load is over the connections go back within the bound. Given a few seconds: on a
     # loaded machine the last request threads are still winding down when the worker finishes.
     after = {}
 
     def settled() -> bool:
-        after.update(_open_connections(pids))
+        after.update(open_db_connections(pids))
         return all(n <= after_bound for n in after.values())
 
     deadline = time.monotonic() + 20

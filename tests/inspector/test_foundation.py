@@ -177,3 +177,14 @@ def test_browser_login_and_home(browser, live_app, user, screenshots):
     page.screenshot(path=str(screenshots / "home.png"), full_page=True)
     assert (screenshots / "home.png").stat().st_size > 1000
     page.context.close()
+
+
+def test_cheap_password_hashing_is_for_the_test_launcher_only(user):
+    """`make test` hashes test users' passwords cheaply; without its variable (any real
+    deployment) Django's PBKDF2 comes first."""
+    assert user.password.startswith("md5$")  # this run: the launcher set TEST_FAST_PASSWORD_HASHING
+    env = {k: v for k, v in os.environ.items() if k != "TEST_FAST_PASSWORD_HASHING"}
+    code = "import django; django.setup(); from django.conf import settings; print(settings.PASSWORD_HASHERS[0])"
+    first = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env={**env, "DJANGO_SETTINGS_MODULE": "inspector.settings"},
+                           capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert first == "django.contrib.auth.hashers.PBKDF2PasswordHasher"

@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 
 from chat.models import Conversation
 from tests.helpers import ARTIFACTS, BASE_DIR, LiveApp, free_port, process_env, stop_process, login_page, refresh_tools, run_call, wait_for
+from tools.models import ToolCall
 
 # A 1x1 transparent PNG.
 PIXEL = bytes.fromhex(
@@ -310,4 +311,17 @@ def test_an_app_view_renders_under_the_policy(browser, live_app, user, fake_llm,
     page.wait_for_selector(".msg.assistant >> text=Shown.", timeout=30000)
     assert page.eval_on_selector(".mcp-widget", "e => getComputedStyle(e).position") == "relative"
     assert violations(page, console) == []
+    # The same view in the workbench, and on the tool page after a run.
+    call = ToolCall.objects.get(conversation=conversation, tool_name="show_marker")
+    page.goto(f"{live_app.url}/tool-calls/{call.pk}/workbench/")
+    page.frame_locator("#wb-view iframe").frame_locator("iframe").locator("#secret", has_text="STRUCTURED-MARKER-c").wait_for(timeout=30000)
+    page.wait_for_selector("#console tbody tr")
+    assert page.eval_on_selector("#wb-view .mcp-widget", "e => getComputedStyle(e).position") == "relative"
+    assert violations(page, console) == [], "workbench"
+    page.goto(f"{live_app.url}/servers/{app_server.pk}/tools/show_marker/")
+    page.click("[data-mode=json]")
+    page.fill("#raw-args", '{"label": "t"}')
+    page.click("#run-tool")
+    page.frame_locator("#run-view iframe").frame_locator("iframe").locator("#secret", has_text="STRUCTURED-MARKER-t").wait_for(timeout=30000)
+    assert violations(page, console) == [], "tool page"
     page.context.close()

@@ -4,6 +4,9 @@ Run: ``python tests/mcp_servers/app.py [--transport stdio|http|sse] [--port N] [
 
 Tools:
 
+The marker view registers one tool of its own, ``marker_echo(text)`` (``tools/list`` and
+``tools/call`` from the host, answered ``VIEW-TOOL-<text>``).
+
 * ``show_marker(label)`` - visibility ["model", "app"], bound to
   ``ui://app/marker.html``. Its result carries three *distinct* markers so tests
   can see exactly which part reached the model and which the widget:
@@ -15,13 +18,15 @@ Tools:
 * ``big_view(size_mb)`` - an App tool (same view) whose ``structuredContent.data`` is a string
   of ``size_mb`` MiB (``big_data``: deterministic, ending in ``END<length>``) with a short
   content text ``BIG-VIEW-<length>``: the view must get all of it, over HTTP.
+* ``csp_probe()`` - an App tool whose own view (``ui://app/csp-probe.html``, CSP declaring only
+  example.com) fetches an undeclared address and reports a 5000 px width.
 * ``big_text(size_mb)`` - not an App tool: a text content block of ``size_mb`` MiB (``big_data``).
 
 The view is a self-contained page speaking the MCP Apps postMessage JSON-RPC by
 hand (no library); element ids are part of the test contract:
 ``#status #tool-input #tool-input-partial (count and last arguments) #content #secret #call #call-result #context
 #context-result #message #message-result #hidden #hidden-result #cookie
-#parent-dom #host-context``, and for a ``structuredContent.data`` string ``#data-length``
+#parent-dom #host-context #view-calls #download #download-result``, and for a ``structuredContent.data`` string ``#data-length``
 ``#data-sum`` (the sum of its character codes) ``#data-tail`` (its last 16 characters).
 """
 
@@ -36,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import serve  # noqa: E402
 from mcp_types import CallToolResult, TextContent  # noqa: E402
 
-from mcp.server.apps import Apps  # noqa: E402
+from mcp.server.apps import Apps, ResourceCsp  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 
 VIEW_URI = "ui://app/marker.html"
@@ -64,12 +69,14 @@ VIEW_HTML = r"""<!doctype html>
   <dt>document.cookie</dt><dd id="cookie"></dd>
   <dt>window.parent.document.title</dt><dd id="parent-dom"></dd>
   <dt>Host context</dt><dd id="host-context"></dd>
+  <dt>Calls of its own tool (count, last text)</dt><dd id="view-calls"></dd>
   <dt>Data (length, sum of character codes, tail)</dt><dd><span id="data-length"></span> <span id="data-sum"></span> <span id="data-tail"></span></dd>
 </dl>
 <div><button id="call" type="button">Call app_only_increment</button> <span id="call-result"></span></div>
 <div><button id="context" type="button">Update model context</button> <span id="context-result"></span></div>
 <div><button id="message" type="button">Send message</button> <span id="message-result"></span></div>
 <div><button id="hidden" type="button">Call model_only</button> <span id="hidden-result"></span></div>
+<div><button id="download" type="button">Download a file</button> <span id="download-result"></span></div>
 <script>
 (function () {
   "use strict";
@@ -77,6 +84,7 @@ VIEW_HTML = r"""<!doctype html>
   var pending = {};
   var partials = 0;
   var counter = 0;
+  var viewCalls = 0;
 
   function $(id) { return document.getElementById(id); }
   function post(message) { window.parent.postMessage(message, "*"); }
@@ -147,6 +155,23 @@ VIEW_HTML = r"""<!doctype html>
       case "ping":
         if (msg.id !== undefined && msg.id !== null) { post({ jsonrpc: "2.0", id: msg.id, result: {} }); }
         break;
+      // Its own tool, which the host may list and call (the view's `tools` capability).
+      case "tools/list":
+        post({ jsonrpc: "2.0", id: msg.id, result: { tools: [{
+          name: "marker_echo", description: "Echo a text from inside the marker view",
+          inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } }] } });
+        break;
+      case "tools/call":
+        var args = (msg.params && msg.params.arguments) || {};
+        if (msg.params && msg.params.name === "marker_echo") {
+          viewCalls += 1;
+          $("view-calls").textContent = viewCalls + " " + String(args.text);
+          post({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "VIEW-TOOL-" + String(args.text) }],
+                                                       structuredContent: { echo: String(args.text), calls: viewCalls } } });
+        } else {
+          post({ jsonrpc: "2.0", id: msg.id, error: { code: -32602, message: "Unknown tool " + (msg.params && msg.params.name) } });
+        }
+        break;
       default:
         if (msg.id !== undefined && msg.id !== null) {
           post({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "Method not found" } });
@@ -190,6 +215,13 @@ VIEW_HTML = r"""<!doctype html>
     }, function (error) { $("message-result").textContent = "ERROR: " + describeError(error); });
   });
 
+  $("download").addEventListener("click", function () {
+    request("ui/download-file", { contents: [{ type: "resource", resource: {
+      uri: "file:///report.txt", mimeType: "text/plain", text: "DOWNLOAD-MARKER" } }] }).then(function (result) {
+      $("download-result").textContent = result && result.isError ? "ERROR: refused" : "ok";
+    }, function (error) { $("download-result").textContent = "ERROR: " + describeError(error); });
+  });
+
   $("hidden").addEventListener("click", function () {
     request("tools/call", { name: "model_only", arguments: {} }).then(function (result) {
       if (result && result.isError) { $("hidden-result").textContent = "ERROR: " + textOf(result); }
@@ -199,7 +231,7 @@ VIEW_HTML = r"""<!doctype html>
 
   request("ui/initialize", {
     appInfo: { name: "marker-app", version: "1.0.0" },
-    appCapabilities: { availableDisplayModes: ["inline"] },
+    appCapabilities: { availableDisplayModes: ["inline"], tools: {} },
     protocolVersion: "2026-01-26"
   }).then(function (result) {
     $("status").textContent = "initialized";
@@ -266,6 +298,39 @@ apps.add_html_resource(
     description="Marker app view",
     prefers_border=True,
 )
+
+# A view that reaches outside its declared CSP (connectDomains lists only example.com): the
+# workbench's CSP check must name the blocked address. It also reports an oversized width.
+PROBE_URI = "ui://app/csp-probe.html"
+PROBE_HTML = r"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>CSP probe</title></head>
+<body><p id="probe">probing</p>
+<script>
+(function () {
+  var id = 1;
+  function post(m) { window.parent.postMessage(m, "*"); }
+  window.addEventListener("message", function (event) {
+    var msg = event.data;
+    if (!msg || msg.jsonrpc !== "2.0") { return; }
+    if (msg.id === 1 && msg.result) {
+      post({ jsonrpc: "2.0", method: "ui/notifications/initialized", params: {} });
+      post({ jsonrpc: "2.0", method: "ui/notifications/size-changed", params: { width: 5000, height: 120 } });
+      fetch("http://blocked.invalid:9/probe").catch(function () { document.getElementById("probe").textContent = "fetch refused"; });
+    }
+  });
+  post({ jsonrpc: "2.0", id: id, method: "ui/initialize", params: {
+    protocolVersion: "2026-01-26", appInfo: { name: "csp-probe", version: "1" }, appCapabilities: {} } });
+})();
+</script></body></html>
+"""
+
+
+@apps.tool(resource_uri=PROBE_URI, visibility=["model", "app"], description="A view that breaks its own CSP")
+def csp_probe() -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text="PROBE")], structured_content={"probe": True})
+
+
+apps.add_html_resource(PROBE_URI, PROBE_HTML, name="csp-probe", csp=ResourceCsp(connect_domains=["https://example.com"]))
 
 mcp: MCPServer[Any] = MCPServer("app-test-server", version="1.0.0", extensions=[apps])
 

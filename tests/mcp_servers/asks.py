@@ -11,7 +11,8 @@ Tools:
 * ``ask_schema(kind)`` - an elicitation whose schema the spec forbids (``array``: not an object
   schema; ``nested``: an object property); answers what the client said, or its error.
 * ``ask_model(text, repeat)`` - sampling/createMessage of ``text * repeat``; answers the model's text or the error.
-* ``list_roots()`` - the client's roots as JSON.
+* ``list_roots()`` - the client's roots as JSON; ``roots_changes()`` - how many
+  ``notifications/roots/list_changed`` this process received.
 * ``progress(steps, delay)`` - reports progress (with a message) and logs an info and a debug
   message each step, at or above the level the client set with ``logging/setLevel`` (default info).
 * ``wait(seconds, tag)`` - sleeps; ``cancelled(tag)`` says how many of its runs the client cancelled.
@@ -30,7 +31,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import serve  # noqa: E402
-from mcp_types import EmptyResult, SamplingMessage, SetLevelRequestParams, TextContent  # noqa: E402
+from mcp_types import EmptyResult, NotificationParams, SamplingMessage, SetLevelRequestParams, TextContent  # noqa: E402
 
 from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -47,6 +48,16 @@ async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
 
 
 mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)  # noqa: SLF001
+
+ROOTS_CHANGED = {"count": 0}
+
+
+async def roots_changed(ctx: Any, params: Any) -> None:
+    ROOTS_CHANGED["count"] += 1
+
+
+mcp._lowlevel_server.add_notification_handler(  # noqa: SLF001
+    "notifications/roots/list_changed", NotificationParams, roots_changed)
 
 
 async def _log(ctx: Context, level: str, text: str) -> None:
@@ -115,6 +126,12 @@ async def ask_model(text: str, ctx: Context, repeat: int = 1) -> str:
         return f"error {exc.error.code}: {exc.error.message}"
     content = result.content
     return f"model {result.model} said: {getattr(content, 'text', content)}"
+
+
+@mcp.tool(structured_output=False)
+async def roots_changes() -> str:
+    """How many notifications/roots/list_changed this server process has received."""
+    return str(ROOTS_CHANGED["count"])
 
 
 @mcp.tool(structured_output=False)

@@ -31,7 +31,10 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import serve  # noqa: E402
-from mcp_types import CallToolResult, TextContent  # noqa: E402
+from mcp_types import (  # noqa: E402
+    Annotations, AudioContent, BlobResourceContents, CallToolResult, EmbeddedResource, ImageContent, ResourceLink,
+    TextContent, TextResourceContents,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext  # noqa: E402
@@ -165,6 +168,31 @@ async def add_tool_now(ctx: Context) -> str:
     else:
         await ctx.session.send_tool_list_changed()
     return name
+
+
+def tiny_wav() -> bytes:
+    """A valid 8 kHz mono 8-bit WAV of 80 samples (10 ms of silence)."""
+    import struct
+
+    samples = bytes([128]) * 80
+    return b"RIFF" + struct.pack("<I", 36 + len(samples)) + b"WAVEfmt " + struct.pack(
+        "<IHHIIHH", 16, 1, 1, 8000, 8000, 1, 8) + b"data" + struct.pack("<I", len(samples)) + samples
+
+
+@mcp.tool(description="One item of every content type, with annotations")
+def rich() -> CallToolResult:
+    """What a result can hold besides text: the pages must render each kind, not print base64."""
+    return CallToolResult(content=[
+        TextContent(type="text", text="RICH-TEXT", annotations=Annotations(audience=["user"], priority=0.9)),
+        ImageContent(type="image", data=base64.b64encode(PIXEL_PNG).decode(), mime_type="image/png"),
+        AudioContent(type="audio", data=base64.b64encode(tiny_wav()).decode(), mime_type="audio/wav",
+                     annotations=Annotations(audience=["assistant"], priority=0.2)),
+        ResourceLink(type="resource_link", uri="text://hello", name="hello", mime_type="text/plain", description="A link to a resource"),
+        EmbeddedResource(type="resource", resource=TextResourceContents(uri="data://config.json", mime_type="application/json",
+                                                                        text='{"answer": 42}')),
+        EmbeddedResource(type="resource", resource=BlobResourceContents(uri="image://pixel.png", mime_type="image/png",
+                                                                        blob=base64.b64encode(PIXEL_PNG).decode())),
+    ])
 
 
 @mcp.resource("text://hello", name="hello", mime_type="text/plain", description="A plain text resource")

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inspector.launch import free_port
+
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 
@@ -31,12 +33,6 @@ PYTHON = sys.executable
 def server_path(script: str) -> str:
     """Absolute path of a test server script in this directory."""
     return str(HERE / script)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -90,6 +90,26 @@ def test_the_claim_is_one_update_that_sets_the_deadline_from_the_calls_own_timeo
     assert pipeline._claim(plain.pk).attempts == 2
 
 
+def test_a_call_queued_again_between_the_claim_and_its_read_is_retried_not_skipped(asks, monkeypatch):
+    """A chat step's task polls a resting call. If the answer queues the call again between the
+    claim's UPDATE (which saw it resting) and the read that follows, the task must retry: taking
+    the queued call for finished returned "skipped", the chord moved on, and the model was asked
+    for the next step while the call was still to run (a CI failure of test_input_rounds)."""
+    call = start_tool_call(server=asks, tool_name="wait", arguments={}, origin="manual", user=asks.owner, enqueue=False)
+    ToolCall.objects.filter(pk=call.pk).update(status=ToolCall.Status.INPUT_REQUIRED)
+    load = pipeline.load
+
+    def answered_meanwhile(tool_call_id):
+        ToolCall.objects.filter(pk=tool_call_id).update(status=ToolCall.Status.QUEUED)
+        return load(tool_call_id)
+
+    monkeypatch.setattr(pipeline, "load", answered_meanwhile)
+    with pytest.raises(pipeline.CallInProgress):
+        pipeline._claim(call.pk)
+    monkeypatch.setattr(pipeline, "load", load)
+    assert pipeline._claim(call.pk).status == ToolCall.Status.RUNNING  # the retry takes it
+
+
 def test_a_timeout_out_of_range_is_a_clear_400_and_starts_nothing(api, client, asks, settings):
     from tools.models import Tool
 

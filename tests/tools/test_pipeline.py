@@ -186,7 +186,7 @@ def test_a_database_error_while_storing_the_result_is_retried_and_a_lasting_one_
     outcome = Outcome(payload=raw, text="kept", policy="content-first")
     monkeypatch.setattr(pipeline, "_write_rows", flaky_write)
     call = running_call("locked twice")
-    assert pipeline._finish(pipeline._load(call.pk), ToolCall.Status.SUCCEEDED, outcome, raw) is True
+    assert pipeline._finish(pipeline.load(call.pk), ToolCall.Status.SUCCEEDED, outcome, raw) is True
     call.refresh_from_db()
     assert call.status == "succeeded" and ToolResult.objects.get(tool_call=call).raw == raw
     assert Projection.objects.filter(tool_call=call).count() == 1
@@ -196,7 +196,7 @@ def test_a_database_error_while_storing_the_result_is_retried_and_a_lasting_one_
     failures["left"] = 10_000
     stuck = running_call("locked for good")
     with pytest.raises(OperationalError):
-        pipeline._finish(pipeline._load(stuck.pk), ToolCall.Status.SUCCEEDED, outcome, raw)
+        pipeline._finish(pipeline.load(stuck.pk), ToolCall.Status.SUCCEEDED, outcome, raw)
     monkeypatch.setattr(pipeline, "_write_rows", real_write)
     ToolCall.objects.filter(pk=stuck.pk).update(attempts=pipeline.MAX_ATTEMPTS,
                                                 started_at=timezone.now() - legacy_lease() - timedelta(seconds=1))

@@ -76,13 +76,15 @@ def test_form_elicitation_is_stored_shown_and_answered(api, asks):
 
     call = finished_call(call_id)
     assert call.status == "succeeded"
-    assert result_text(call) == 'accept {"age": 41, "name": "Ann"}'
+    # `subscribe` was left out: it takes the schema's default (SEP-1034).
+    assert result_text(call) == 'accept {"age": 41, "name": "Ann", "subscribe": false}'
     row.refresh_from_db()
     # The worker got the answer from Redis at once, not when its wait ran out (a second before
     # expires_at; the call timeout is 6 s).
     assert (call.finished_at - row.answered_at).total_seconds() < 3
     assert (row.expires_at - call.finished_at).total_seconds() > 1.8
-    assert row.action == "accept" and row.response == {"result": {"action": "accept", "content": {"name": "Ann", "age": 41}}}
+    assert row.action == "accept" and row.response == {
+        "result": {"action": "accept", "content": {"name": "Ann", "age": 41, "subscribe": False}}}
     again = api.post(f"/api/server-requests/{row.pk}/answer/", {"action": "decline"})
     assert again.status_code == 409
     # The exchange is in the JSON-RPC log: the server's request and our answer, matched by id.
@@ -216,6 +218,22 @@ def test_roots_are_answered_from_the_server_settings(api, asks):
     assert json.loads(result_text(call)) == [{"uri": "file:///srv/project", "name": None}, {"uri": "file:///tmp/x", "name": "tmp"}]
     row = ServerRequest.objects.get(tool_call=call)
     assert row.kind == "roots" and row.status == "answered"
+
+
+def test_edited_roots_are_announced_to_the_server_before_its_next_request(api, asks):
+    """A legacy connection gets notifications/roots/list_changed once after an edit, and not
+    otherwise; then roots/list answers the new roots, on the same connection."""
+    changes = lambda: int(result_text(finished_call(start_api_call(api, asks, "roots_changes", {}))))  # noqa: E731
+    before = changes()
+    assert changes() == before  # unchanged roots: nothing announced
+    assert api.patch(f"/api/servers/{asks.pk}/", {"roots": ["file:///srv/new"]}).status_code == 200
+    assert changes() == before + 1
+    assert changes() == before + 1  # announced once
+    sent = RpcFrame.objects.filter(server=asks, direction="out", method="notifications/roots/list_changed")
+    wait_for(lambda: sent.exists(), timeout=10, message="the notification in the frame log (written in batches)")
+    assert sent.count() == 1
+    call = finished_call(start_api_call(api, asks, "list_roots", {}))
+    assert json.loads(result_text(call)) == [{"uri": "file:///srv/new", "name": None}]
 
 
 def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, asks_stdio):

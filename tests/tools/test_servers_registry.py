@@ -267,7 +267,7 @@ def test_admin_save_keeps_masked_url_secrets(client, admin_user):
     assert_no_url_secret(page, "the admin form")
     resp = client.post(f"/admin/tools/server/{server.pk}/change/", {
         "name": "remote", "transport": "streamable_http", "command": "", "args": "[]", "cwd": "", "url": MASKED_URL,
-        "owner": admin_user.pk, "enabled": "on", "projection_policy": "content-first",
+        "owner": admin_user.pk, "enabled": "on", "projection_policy": "content-first", "auth": "none",
         "server_info": "{}", "capabilities": "{}",
     })
     assert resp.status_code == 302, resp.content.decode()[:3000]

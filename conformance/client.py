@@ -1,0 +1,108 @@
+"""The client the official MCP conformance suite drives: this project's connection layer
+(tools/connection.py, the same code the workers use), scripted per scenario.
+
+The suite runs `python conformance/client.py <server-url>` with MCP_CONFORMANCE_SCENARIO set;
+the scenario's server checks what this client does. Run them all with `make conformance`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx2  # noqa: E402
+
+from tools import oauth_flow  # noqa: E402
+from tools.connection import Connection, ConnectionFailed, ServerConfig  # noqa: E402
+from tools.elicitation import with_defaults  # noqa: E402
+
+# Where an authorization server sends the browser back; the suite's approves at once and
+# redirects there with the code, which this client reads from the Location header.
+REDIRECT_URI = "http://localhost:3000/callback"
+
+# The tool each scenario's server offers, and the arguments to call it with.
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "tools_call": ("add_numbers", {"a": 2, "b": 3}),
+    "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
+    "sse-retry": ("test_reconnection", {}),
+}
+
+
+async def answer(method: str, params: dict[str, Any], tag: Any) -> dict[str, Any]:
+    """What a person would do in the inspector, decided at once: accept a form with nothing
+    typed (so the schema's defaults apply, as the inspector's answer path does), answer a
+    sampling request with a fixed text, and give no roots."""
+    if method == "elicitation/create":
+        return {"action": "accept", "content": with_defaults(params.get("requestedSchema"), {})}
+    if method == "sampling/createMessage":
+        return {"role": "assistant", "content": {"type": "text", "text": "conformance"}, "model": "conformance"}
+    if method == "roots/list":
+        return {"roots": []}
+    return {}
+
+
+async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[str, str]:
+    """The inspector's sign-in (tools/oauth_flow.py) with the browser's part done at once: the
+    authorization URL is fetched and its redirect read. A pre-registered client comes in the
+    scenario's context."""
+    settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),
+                                         scope=scope)
+    steps = oauth_flow.Steps()
+    begun = await oauth_flow.begin(url, REDIRECT_URI, settings, steps)
+    async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as http:
+        back = await http.get(begun.authorization_url)
+    query = parse_qs(urlsplit(back.headers.get("location", "")).query)
+    if query.get("state", [""])[0] != begun.state:
+        raise oauth_flow.OAuthError("The authorization server's redirect carries another state.")
+    secret = (begun.registered or {}).get("client_secret") or settings.client_secret
+    token = await oauth_flow.exchange_code(begun.context, query.get("code", [""])[0], query.get("iss", [None])[0],
+                                           REDIRECT_URI, begun.code_verifier, secret, steps)
+    return {"Authorization": f"Bearer {token.access_token}"}
+
+
+async def session(config: ServerConfig, scenario: str) -> None:
+    async with Connection(config, on_server_request=answer) as conn:
+        await conn.list_tools()
+        if scenario in CALLS:
+            name, arguments = CALLS[scenario]
+            await conn.call_tool(name, arguments, timeout=20)
+        elif scenario.startswith("auth/"):
+            tools = await conn.list_tools()
+            if tools:
+                await conn.call_tool(tools[0]["name"], {}, timeout=20)
+
+
+NEEDS_SCOPE = re.compile(r"needs the scope “([^”]*)”")
+
+
+async def run(url: str, scenario: str) -> None:
+    """Connect; on a 401 sign in; on a 403 that names a scope, sign in once more asking for it too
+    (a step-up), then give up (a server that keeps asking must not loop the client)."""
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    headers: dict[str, str] = {}
+    scope = ""
+    for attempt in range(3):
+        config = ServerConfig(name=f"conformance-{scenario}", transport="streamable_http", url=url, headers=headers)
+        try:
+            return await session(config, scenario)
+        except ConnectionFailed as exc:
+            needed = NEEDS_SCOPE.search(str(exc))
+            if "401" in str(exc) and not headers:
+                headers = await sign_in(url, context)
+            elif needed and attempt < 2 and not set(needed.group(1).split()) <= set(scope.split()):
+                scope = " ".join(dict.fromkeys([*scope.split(), *needed.group(1).split()]))
+                headers = await sign_in(url, context, scope)
+            else:
+                raise
+
+
+if __name__ == "__main__":
+    asyncio.run(run(sys.argv[-1], os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")))

@@ -1,0 +1,228 @@
+"""A test MCP server protected by OAuth 2.1, built from the `mcp` SDK's own authorization-server
+pieces (`MCPServer(auth=…, auth_server_provider=…)`): protected-resource and authorization-server
+metadata, dynamic client registration, PKCE, authorization code and refresh-token grants.
+
+Run: ``python tests/mcp_servers/oauth_server.py --port N [--token-seconds S]``.
+The authorization endpoint approves at once (a real one would show a consent page): it
+redirects to the client's redirect URI with a code, like a user who clicked "Allow". Each
+sign-in is a new "account" (``user-1``, ``user-2``…), so two inspector users get two identities.
+
+Tools:
+* ``whoami()`` - the account and a fingerprint of the bearer token this request carried.
+* ``revoke_all()`` - forget every token (a revoked grant: the next request is a 401).
+* ``break_token_endpoint(on)`` - the token endpoint answers garbage (a hostile server) while on.
+* ``wait(seconds)`` - sleeps, then says which account asked.
+* ``admin_only()`` - needs the scope ``admin`` too: without it, a 403 ``insufficient_scope`` naming
+  ``mcp admin`` (a step-up: the client signs in again asking for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mcp.server.auth.middleware.auth_context import get_access_token  # noqa: E402
+from mcp.server.auth.provider import (  # noqa: E402
+    AccessToken, AuthorizationCode, AuthorizationParams, RefreshToken, construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions  # noqa: E402
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken  # noqa: E402
+
+TOKEN_SECONDS = {"value": 3600}
+BROKEN = {"token": False}
+
+
+class Provider:
+    """Everything in memory: clients, codes, tokens."""
+
+    def __init__(self) -> None:
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.access: dict[str, AccessToken] = {}
+        self.refresh: dict[str, RefreshToken] = {}
+        self.accounts = 0
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        self.accounts += 1
+        code = secrets.token_urlsafe(24)
+        self.codes[code] = AuthorizationCode(
+            code=code, scopes=params.scopes or ["mcp"], expires_at=time.time() + 300, client_id=client.client_id,
+            code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
+            subject=f"user-{self.accounts}",
+        )
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+
+    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
+        return self.codes.get(authorization_code)
+
+    def _issue(self, client_id: str, scopes: list[str], subject: str | None, resource: str | None) -> OAuthToken:
+        if BROKEN["token"]:
+            raise RuntimeError("broken on purpose")  # never reached: the ASGI wrapper answers first
+        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        expires = int(time.time()) + TOKEN_SECONDS["value"]
+        self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes, expires_at=expires,
+                                          resource=resource, subject=subject)
+        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource,
+                                             subject=subject)
+        return OAuthToken(access_token=access, token_type="Bearer", expires_in=TOKEN_SECONDS["value"],
+                          refresh_token=refresh, scope=" ".join(scopes))
+
+    async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode) -> OAuthToken:
+        self.codes.pop(authorization_code.code, None)
+        return self._issue(client.client_id, authorization_code.scopes, authorization_code.subject, authorization_code.resource)
+
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        return self.refresh.get(refresh_token)
+
+    async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken,
+                                     scopes: list[str]) -> OAuthToken:
+        self.refresh.pop(refresh_token.token, None)
+        return self._issue(client.client_id, scopes or refresh_token.scopes, refresh_token.subject, refresh_token.resource)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        found = self.access.get(token)
+        if found is None or (found.expires_at and found.expires_at < time.time()):
+            return None
+        return found
+
+    async def revoke_token(self, token: Any) -> None:
+        self.access.pop(getattr(token, "token", ""), None)
+        self.refresh.pop(getattr(token, "token", ""), None)
+
+
+def build(port: int) -> tuple[MCPServer, Provider]:
+    base = f"http://127.0.0.1:{port}"
+    provider = Provider()
+    mcp: MCPServer[Any] = MCPServer(
+        "oauth-test-server", version="1.0.0", auth_server_provider=provider,
+        auth=AuthSettings(
+            issuer_url=base, resource_server_url=f"{base}/mcp", required_scopes=["mcp"],
+            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=["mcp", "admin"],
+                                                                  default_scopes=["mcp"]),
+            revocation_options=RevocationOptions(enabled=True), validate_token_resource=True,
+        ),
+    )
+
+    @mcp.tool(structured_output=False)
+    async def whoami() -> str:
+        """Who the bearer token says you are."""
+        token = get_access_token()
+        fingerprint = hashlib.sha256(token.token.encode()).hexdigest()[:16] if token else ""
+        return json.dumps({"subject": token.subject if token else None, "token_sha256_16": fingerprint})
+
+    @mcp.tool(structured_output=False)
+    async def revoke_all() -> str:
+        """Forget every token: the next request with one is refused (401)."""
+        count = len(provider.access)
+        provider.access.clear()
+        provider.refresh.clear()
+        return f"revoked {count}"
+
+    @mcp.tool(structured_output=False)
+    async def wait(seconds: float = 1.0) -> str:
+        """Sleep, then say which account asked."""
+        token = get_access_token()
+        await anyio.sleep(seconds)
+        return f"waited {seconds:g} s for {token.subject if token else None}"
+
+    @mcp.tool(structured_output=False)
+    async def admin_only() -> str:
+        """Needs the `admin` scope (checked before the call reaches here, see `step_up`)."""
+        token = get_access_token()
+        return f"admin for {token.subject if token else None}"
+
+    @mcp.tool(structured_output=False)
+    async def break_token_endpoint(on: bool = True) -> str:
+        """Make the token endpoint answer garbage (200, not JSON) while on."""
+        BROKEN["token"] = on
+        return f"token endpoint broken: {on}"
+
+    return mcp, provider
+
+
+def step_up(app: Any, provider: Provider) -> Any:
+    """ASGI wrapper: a tools/call of admin_only with a token lacking `admin` is a 403 insufficient_scope."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") != "/mcp":
+            return await app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            asks = json.loads(body)
+        except ValueError:
+            asks = {}
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode()
+        token = provider.access.get(auth.removeprefix("Bearer ").strip())
+        if isinstance(asks, dict) and asks.get("method") == "tools/call" and (asks.get("params") or {}).get("name") == "admin_only" \
+                and token is not None and "admin" not in token.scopes:
+            challenge = 'Bearer error="insufficient_scope", scope="mcp admin", error_description="admin_only needs admin"'
+            await send({"type": "http.response.start", "status": 403,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", challenge.encode())]})
+            await send({"type": "http.response.body", "body": b'{"error": "insufficient_scope"}'})
+            return None
+        replayed = {"sent": False}
+
+        async def replay() -> dict[str, Any]:
+            if not replayed["sent"]:
+                replayed["sent"] = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await app(scope, replay, send)
+
+    return wrapped
+
+
+def garbage_token_endpoint(app: Any) -> Any:
+    """ASGI wrapper: while BROKEN, POST /token answers 200 with a body that is not a token response."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and BROKEN["token"] and scope.get("path") == "/token":
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": b'{"access_token": 12, "nonsense": ["<script>"]'})
+            return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def main(port: int) -> None:
+    import uvicorn
+
+    mcp, provider = build(port)
+    app = garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider))
+    await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).serve()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transport", default="http")  # (launch.py passes it; HTTP only)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--token-seconds", type=int, default=3600)
+    args = parser.parse_args()
+    TOKEN_SECONDS["value"] = args.token_seconds
+    anyio.run(main, args.port)

@@ -1,0 +1,52 @@
+"""Headless Chromium: a server saved with OAuth 2.1 from the form, signed in to from its page (the
+browser goes to the authorization server and comes back to /oauth/callback/), its tools listed
+with the new sign-in, the sign-in's steps readable. Real parts: tests/mcp_servers/oauth_server.py
+(the `mcp` SDK's authorization-server pieces), the suite's worker, daphne."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import login_page
+from tools.models import OAuthGrant, Server, Tool
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
+
+
+@pytest.fixture(scope="module")
+def oauth_http():
+    from tests.mcp_servers.launch import start_server
+
+    server = start_server("oauth_server.py", "http")
+    yield server
+    server.stop()
+
+
+def test_sign_in_from_the_server_page(browser, live_app, user, oauth_http, screenshots):
+    page = login_page(browser, live_app, "alice", "alice-pass-123")
+    page.goto(f"{live_app.url}/servers/new/")
+    page.fill("#id_name", "protected")
+    page.select_option("#id_transport", "streamable_http")
+    page.fill("#id_url", oauth_http.url)
+    assert page.locator(".field-oauth_client_id").is_hidden()
+    page.select_option("#id_auth", "oauth")
+    assert page.locator(".field-oauth_client_id").is_visible()
+    page.click("#server-form button[type=submit]")
+    page.wait_for_url(f"{live_app.url}/servers/*/")
+    server = Server.objects.get(name="protected")
+    assert server.auth == "oauth"
+    card = page.locator("#oauth")
+    assert "You have not signed in" in card.inner_text()
+
+    page.click("#oauth-sign-in")
+    page.wait_for_url(f"{live_app.url}/servers/{server.pk}/", timeout=30000)
+    page.locator("#oauth .status", has_text="signed in").wait_for(timeout=30000)
+    assert "Signed in to “protected”" in page.content()
+    assert page.locator("#tools a", has_text="whoami").count() == 1  # listed with the sign-in, on the page it came back to
+    page.locator("#oauth .oauth-attempt summary").first.click()
+    steps = page.locator("#oauth .oauth-steps").first.inner_text()
+    assert "dynamic client registration" in steps and "token exchange" in steps
+    page.screenshot(path=str(screenshots / "oauth-signed-in.png"), full_page=True)
+    grant = OAuthGrant.objects.get(server=server, user=user)
+    assert grant.access_token not in page.content() and grant.refresh_token not in page.content()
+    assert Tool.objects.filter(server=server, name="admin_only").exists()

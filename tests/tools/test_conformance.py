@@ -1,0 +1,37 @@
+"""The official MCP client conformance suite (npm @modelcontextprotocol/conformance) drives
+conformance/client.py, built on tools/connection.py and tools/oauth_flow.py. The scenarios that
+need no OAuth and one of each kind of OAuth scenario run here (a few seconds each); `make
+conformance` runs every scenario and prints the table."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conformance import run as conformance
+from tests.helpers import which
+
+pytestmark = pytest.mark.worker
+
+NO_OAUTH = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
+# Discovery with metadata elsewhere, a pre-registered client with client_secret_basic, a step-up,
+# and the 2025-03-26 default endpoints.
+OAUTH = ["auth/metadata-var3", "auth/token-endpoint-auth-basic", "auth/pre-registration", "auth/scope-step-up",
+         "auth/2025-03-26-oauth-endpoint-fallback"]
+
+
+@pytest.fixture(scope="module")
+def suite():
+    if not conformance.SUITE.exists() or not conformance.NODE.exists():
+        if not which("npm"):
+            pytest.fail("npm is needed to install the conformance suite")
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=conformance.HERE,
+                       check=True, capture_output=True, timeout=300)
+    return conformance
+
+
+@pytest.mark.parametrize("scenario", NO_OAUTH + OAUTH)
+def test_the_client_passes_the_official_scenario(suite, scenario):
+    outcome, detail, _ = suite.run(scenario)
+    assert outcome == "pass", detail
