@@ -223,6 +223,14 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message: s
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {message}")
 
 
+def wait_for_js(page, expression: str, timeout: float = 30.0) -> object:
+    """Poll a JavaScript expression from here until it is truthy.
+
+    Not page.wait_for_function: its polling evals the expression inside the page, which the
+    app's CSP (script-src 'self') forbids, so it fails whenever the first check is false."""
+    return wait_for(lambda: page.evaluate(expression), timeout=timeout, message=expression)
+
+
 def refresh_tools(server) -> None:
     """Ask the worker to connect and list the server's tools (what "Test connection" does)."""
     from tools.tasks import server_action

@@ -7,21 +7,23 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Message
-from tests.helpers import login_page, refresh_tools, wait_for
+from tests.helpers import login_page, refresh_tools, wait_for, wait_for_js
 from tests.chat.test_browser import make_conversation, send
 from tests.tools.test_events import build_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-# Keeps every WebSocket the page opens, and can refuse new ones (they then fail as if the
-# server were unreachable, and the page's socket retries with backoff).
+# Keeps every WebSocket the page opens, and can refuse new ones: they go to a path the server
+# does not route, so the handshake fails as if the server were unreachable and the page's
+# socket retries with backoff. (Not another port: the page's CSP blocks that, and Chromium
+# 156 then never fires the socket's close event, so nothing would retry.)
 SOCKET_CONTROL = """
 (() => {
   const Real = window.WebSocket;
   window.__sockets = [];
   window.__refuseSockets = false;
   window.WebSocket = function (url, protocols) {
-    const ws = new Real(window.__refuseSockets ? "ws://127.0.0.1:9/refused" : url, protocols);
+    const ws = new Real(window.__refuseSockets ? new URL("/ws/unrouted/", url).href : url, protocols);
     window.__sockets.push(ws);
     return ws;
   };
@@ -51,7 +53,7 @@ def test_a_reconnecting_page_loads_only_what_is_new_and_shows_it_once(browser, l
                      {"text": "First answer."}])
     send(page, "first question")
     page.wait_for_selector(".msg.assistant >> text=First answer.", timeout=30000)
-    page.wait_for_function("!document.getElementById('turn-state').classList.contains('running')")
+    wait_for_js(page, "!document.getElementById('turn-state').classList.contains('running')")
     last_seq = Message.objects.filter(conversation=conversation).order_by("-seq").first().seq
 
     # The socket drops and cannot come back while a whole turn happens elsewhere.

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.helpers import login_page, refresh_tools, run_call
+from tests.helpers import login_page, refresh_tools, run_call, wait_for_js
 from tests.inspector.test_pages_csp import chat_with, violations, watch_csp
 from tools.models import Projection
 
@@ -26,10 +26,10 @@ def assert_rendered(page, scope: str, server) -> None:
     assert page.locator(f"{scope} .rc-item").nth(0).locator(".badge", has_text="audience: user").count() == 1
     assert page.locator(f"{scope} .rc-item").nth(0).locator(".badge", has_text="priority 0.9").count() == 1
     # The images decoded from their data (the item's and the embedded blob's).
-    page.wait_for_function(f"[...document.querySelectorAll('{scope} img.rc-image')].every(i => i.complete && i.naturalWidth === 1)")
+    wait_for_js(page, f"[...document.querySelectorAll('{scope} img.rc-image')].every(i => i.complete && i.naturalWidth === 1)")
     assert page.locator(f"{scope} img.rc-image").count() == 2
     # The audio loaded its 10 ms of sound (metadata read from the data: URL).
-    page.wait_for_function(f"document.querySelector('{scope} audio.rc-audio').readyState >= 1")
+    wait_for_js(page, f"document.querySelector('{scope} audio.rc-audio')?.readyState >= 1")
     duration = page.locator(f"{scope} audio.rc-audio").evaluate("a => a.duration")
     assert 0.005 < duration < 0.02
     link = page.locator(f"{scope} a.rc-link", has_text="hello")

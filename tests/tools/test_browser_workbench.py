@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from tests.helpers import login_page, refresh_tools, run_call, wait_for
+from tests.helpers import login_page, refresh_tools, run_call, wait_for, wait_for_js
 from tools.models import Server, ToolCall
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -213,7 +213,7 @@ def test_preview_a_ui_resource_with_hand_written_and_stored_data(browser, live_a
     page.locator("#preview-error", has_text="JSON").wait_for()
     # Filled from a stored call, then sent: the view gets that call's input and full result.
     page.select_option("#preview-from", str(stored.pk))
-    page.wait_for_function("document.getElementById('preview-result').value.includes('STRUCTURED-MARKER-stored')")
+    wait_for_js(page, "document.getElementById('preview-result').value.includes('STRUCTURED-MARKER-stored')")
     page.click("#preview-send")
     view.locator("#secret", has_text="STRUCTURED-MARKER-stored").wait_for(timeout=30000)
     assert json.loads(view.locator("#tool-input").inner_text()) == {"label": "stored"}
