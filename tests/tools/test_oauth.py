@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from django.db import connection
 
-from tests.helpers import finished_call, start_api_call, wait_for
+from tests.helpers import ARTIFACTS, finished_call, start_api_call, wait_for
 from tools.models import OAuthFlow, OAuthGrant, Server, Tool, ToolCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -92,6 +92,12 @@ def test_each_user_signs_in_with_their_own_account_and_tokens_stay_secret(client
     shown = json.dumps(flow.steps) + api.get(f"/api/servers/{server.pk}/oauth/").content.decode() + \
         client.get(f"/servers/{server.pk}/").content.decode() + api.get(f"/api/servers/{server.pk}/").content.decode()
     assert grant.access_token not in shown and grant.refresh_token not in shown
+    # Nor in the JSON-RPC log (the page, its export), nor a line the worker or daphne logged.
+    secrets = [grant.access_token, grant.refresh_token]
+    logged = client.get("/rpc-log/").content.decode() + client.get("/rpc-log/export/").content.decode() + \
+        "".join((ARTIFACTS / name).read_text(errors="replace") for name in ("worker.log", "daphne.log")
+                if (ARTIFACTS / name).exists())
+    assert [s[:6] for s in secrets if s in logged] == []
     assert Server.objects.get(pk=server.pk).oauth_client["client_id"] == grant.client_id  # kept for the next sign-in
 
     # Another user of the shared server: nothing until they sign in, then their own identity.
