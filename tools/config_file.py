@@ -1,4 +1,9 @@
-"""Import and export of the common `{"mcpServers": {name: {...}}}` configuration format."""
+"""Import and export of the common `{"mcpServers": {name: {...}}}` configuration format.
+
+An HTTP server that signs in with OAuth carries `"oauth": {"enabled": true, "clientId": …,
+"clientSecret": …, "scopes": [...]}` (the shape Gemini CLI reads); export leaves the client
+secret out, as it masks every other secret. Each user's tokens never leave: they sign in again.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +29,29 @@ def entry_to_form_data(name: str, entry: Any) -> dict[str, Any]:
         transport = Transport.SSE if kind == "sse" else Transport.STREAMABLE_HTTP
         return {
             "name": name, "transport": transport, "command": "", "args": [], "env": {}, "cwd": "",
-            "url": entry["url"], "headers": entry.get("headers") or {},
+            "url": entry["url"], "headers": entry.get("headers") or {}, **oauth_form_data(entry.get("oauth")),
         }
     raise ValueError("needs either `command` (stdio) or `url` (HTTP/SSE)")
+
+
+def oauth_form_data(oauth: Any) -> dict[str, str]:
+    """The server form's OAuth fields from an entry's `oauth` object (absent or disabled: none)."""
+    if oauth is None or oauth is False:
+        return {}
+    if not isinstance(oauth, dict):
+        raise ValueError("`oauth` must be an object like {\"enabled\": true, \"clientId\": …, \"scopes\": [...]}")
+    if oauth.get("enabled") is False:
+        return {}
+    scopes = oauth.get("scopes") or []
+    if isinstance(scopes, str):
+        scopes = scopes.split()
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+        raise ValueError("`oauth.scopes` must be a list of strings")
+    for key in ("clientId", "clientSecret"):
+        if not isinstance(oauth.get(key) or "", str):
+            raise ValueError(f"`oauth.{key}` must be a string")
+    return {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
+            "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes)}
 
 
 def import_servers(document: dict[str, Any], user) -> tuple[list[Server], list[dict[str, str]]]:
@@ -69,5 +94,12 @@ def export_servers(servers: Iterable[Server]) -> dict[str, Any]:
         for key in ("env", "headers"):
             if key in entry:
                 entry[key] = masked(entry[key])
+        if server.auth == "oauth":
+            oauth: dict[str, Any] = {"enabled": True}
+            if server.oauth_client_id:
+                oauth["clientId"] = server.oauth_client_id
+            if server.oauth_scope:
+                oauth["scopes"] = server.oauth_scope.split()
+            entry["oauth"] = oauth  # no clientSecret: a secret, like the masked ones above
         out[server.name] = entry
     return {"mcpServers": out}

@@ -127,18 +127,29 @@ def test_import_and_export_mcpservers_format(api, user):
         "legacy": {"url": "http://127.0.0.1:1234/sse", "type": "sse"},
         "local": {"command": "npx", "args": ["-y", "thing"]},
         "broken": {"nothing": True},
+        "signed": {"url": "https://auth.example/mcp", "oauth": {"enabled": True, "clientId": "inspector-app",
+                                                                "clientSecret": "client-sekret-3", "scopes": ["mcp", "read"]}},
+        "bad-oauth": {"url": "https://auth.example/mcp", "oauth": {"scopes": "mcp", "clientId": 7}},
     }}
     resp = api.post("/api/servers/import/", document)
     assert resp.status_code == 207
     body = resp.json()
-    assert sorted(s["name"] for s in body["created"]) == ["legacy", "remote"]
+    assert sorted(s["name"] for s in body["created"]) == ["legacy", "remote", "signed"]
     errors = {e["name"]: e["error"] for e in body["errors"]}
+    assert errors["bad-oauth"] == "`oauth.clientId` must be a string"
+    signed = Server.objects.get(name="signed")
+    assert (signed.auth, signed.oauth_client_id, signed.oauth_scope, signed.oauth_client_secret) == (
+        "oauth", "inspector-app", "mcp read", "client-sekret-3")
     assert "Only staff users" in errors["local"]
     assert "needs either `command`" in errors["broken"]
     assert Server.objects.get(name="legacy").transport == "sse"
     exported = api.get("/api/servers/export/").json()
     assert exported["mcpServers"]["remote"] == {"url": "https://example.com/mcp", "headers": {"Authorization": MASK}}
     assert exported["mcpServers"]["legacy"]["type"] == "sse"
+    # OAuth settings travel, the client secret does not (each user signs in again).
+    assert exported["mcpServers"]["signed"] == {"url": "https://auth.example/mcp",
+                                                "oauth": {"enabled": True, "clientId": "inspector-app", "scopes": ["mcp", "read"]}}
+    assert "oauth" not in exported["mcpServers"]["remote"] and "client-sekret-3" not in json.dumps(exported)
 
 
 def test_delete_server(api):
