@@ -241,6 +241,7 @@ function upsertCall(data) {
   if (data.view_call_id && data.origin === "widget") { showViewCall(mergeCall(data)); return; }
   updateCard(mergeCall(data));
   if (data.origin === "view") runViewToolCall(data);
+  showTurnState();
 }
 
 // Calls an App view made (origin "widget") have no card of their own: they are listed, folded,
@@ -332,8 +333,15 @@ function setRunning(on) {
   running = on;
   document.getElementById("send").disabled = on;
   document.getElementById("stop").hidden = !on;
+  showTurnState();
+}
+
+/** What the running turn waits for: the model, or you when one of its calls asks for input. */
+function showTurnState() {
   const s = document.getElementById("turn-state");
-  s.className = `status ${on ? "running" : ""}`; s.textContent = on ? "thinking…" : "";
+  const asking = running && [...calls.values()].some(c => c.status === "input_required");
+  s.className = `status${running ? " running" : ""}${asking ? " input_required" : ""}`;
+  s.textContent = running ? (asking ? "waiting for your input…" : "thinking…") : "";
 }
 
 function endTurn(turnId) {

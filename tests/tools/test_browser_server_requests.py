@@ -183,11 +183,14 @@ def test_chat_card_of_a_resting_call_is_answered_and_the_turn_goes_on(browser, l
     card = page.wait_for_selector(".tool-card .server-request.pending form", timeout=20000)
     assert "Who is asking about chats?" in page.inner_text(".tool-card .server-request .message")
     page.wait_for_selector(".tool-card .status.input_required >> text=waiting for input", timeout=10000)
+    # The header says what the turn waits for: you, not the model.
+    page.wait_for_selector("#turn-state.running.input_required >> text=waiting for your input…", timeout=10000)
     page.screenshot(path=str(screenshots / "input-required-chat.png"), full_page=True)
     assert len(fake_llm.requests) == 1  # the turn waits for the resting call
     card.query_selector("button:has-text('Decline')").click()
     page.wait_for_selector(".tool-card .status.succeeded", timeout=20000)
     page.wait_for_selector(".msg.assistant strong >> text=declined", timeout=20000)
+    page.wait_for_selector("#turn-state:not(.input_required):not(.running)", state="attached", timeout=10000)
     tool_message = [m for m in fake_llm.requests[-1]["body"]["messages"] if m.get("role") == "tool"]
     assert tool_message and tool_message[0]["content"] == "declined"
     page.context.close()
