@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -44,14 +45,17 @@ def _persistent_secret(filename: str, env_name: str, make) -> str:
         return value
     path = DATA_DIR / filename
     if not path.exists():
-        # O_EXCL: two processes starting at once must not write two different keys.
+        # Written whole under a temporary name, then linked into place: two processes starting
+        # at once never write two different keys, nor read a file the other has not filled yet.
+        fd, temporary = tempfile.mkstemp(dir=DATA_DIR, prefix=f".{filename}.")
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
             with os.fdopen(fd, "w") as fh:
                 fh.write(make())
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
     return path.read_text().strip()
 
 

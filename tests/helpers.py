@@ -22,7 +22,9 @@ from pathlib import Path
 from inspector.launch import free_port  # noqa: F401  (tests import it from here)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-ARTIFACTS = BASE_DIR / "test-artifacts"
+# Logs and screenshots of a run; CI gives its two parallel runs (SQLite, PostgreSQL) one each.
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS") or BASE_DIR / "test-artifacts").resolve()
+ARTIFACTS.mkdir(parents=True, exist_ok=True)
 CHROMIUM = "/usr/bin/chromium"
 
 

@@ -188,3 +188,16 @@ def test_cheap_password_hashing_is_for_the_test_launcher_only(user):
     first = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env={**env, "DJANGO_SETTINGS_MODULE": "inspector.settings"},
                            capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     assert first == "django.contrib.auth.hashers.PBKDF2PasswordHasher"
+
+
+def test_processes_starting_at_once_share_one_generated_secret_key(tmp_path):
+    """A fresh data folder, eight processes reading settings at the same moment (daphne and the
+    workers on a first start): one key, written whole, the same for all."""
+    env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    env.update(INSPECTOR_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="inspector.settings")
+    code = "from django.conf import settings; print(repr(settings.SECRET_KEY))"
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=BASE_DIR, env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    keys = {proc.communicate(timeout=60)[0].strip() for proc in procs}
+    assert len(keys) == 1 and len(keys.pop()) > 40
+    assert sorted(p.name for p in tmp_path.iterdir() if "secret" in p.name) == ["secret_key"]  # no temporary left
