@@ -269,3 +269,24 @@ def compat_server(compat_server_http, user):
     return Server.objects.create(name="compat", transport="streamable_http", url=compat_server_http.url, owner=user)
 
 
+
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_database_dropped_cleanly(django_db_setup, django_db_blocker):
+    """On PostgreSQL, end this process's pooled connections before the test database is dropped.
+
+    Connections that threads of this process checked out (Channels consumers run database code
+    in executor threads) stay open in the pool, and DROP DATABASE then waited ~10 s and failed
+    ("being accessed by other users"), leaving the test database behind."""
+    yield
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for conn in connections.all(initialized_only=True):
+            if conn.vendor != "postgresql":
+                continue
+            conn.close_pool()
+            with conn._nodb_cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                               [conn.settings_dict["NAME"]])

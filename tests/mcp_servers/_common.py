@@ -92,7 +92,7 @@ async def _run_sse(server: MCPServer, host: str, port: int, legacy: bool) -> Non
         return Response()
 
     app = Starlette(routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)])
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)).serve()
 
 
 def _require_credentials(app: Any, token: str, basic: str) -> Any:
@@ -128,7 +128,7 @@ async def _run_http(server: MCPServer, host: str, port: int, legacy: bool, token
     app = server.streamable_http_app(host=host)
     if token or basic:
         app = _require_credentials(app, token, basic)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)).serve()
 
 
 def serve(server: MCPServer, argv: list[str] | None = None) -> None:

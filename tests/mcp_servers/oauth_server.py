@@ -214,7 +214,7 @@ async def main(port: int) -> None:
 
     mcp, provider = build(port)
     app = garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider))
-    await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).serve()
+    await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)).serve()
 
 
 if __name__ == "__main__":
