@@ -9,6 +9,7 @@ test-artifacts/conformance/.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 BASE = HERE.parent
 NODE = HERE / "node_modules" / ".bin" / "node"
 SUITE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-OUT = BASE / "test-artifacts" / "conformance"
+OUT = Path(os.environ.get("TEST_ARTIFACTS") or BASE / "test-artifacts") / "conformance"
 SPOKEN = {"2025-03-26", "2025-06-18", "2025-11-25"}
 
 

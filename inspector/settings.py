@@ -9,6 +9,7 @@ import os
 import secrets
 import sys
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -54,9 +55,19 @@ def _persistent_secret(filename: str, env_name: str, make) -> str:
             os.link(temporary, path)
         except FileExistsError:
             pass
+        except OSError:  # a filesystem without hard links: create it exclusively, then fill it
+            try:
+                with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:
+                    fh.write(make())
+            except FileExistsError:
+                pass
         finally:
             os.unlink(temporary)
-    return path.read_text().strip()
+    for _ in range(50):  # on the fallback path another process may still be filling it
+        if value := path.read_text().strip():
+            return value
+        time.sleep(0.1)
+    raise RuntimeError(f"{path} is empty: delete it and start again")
 
 
 SECRET_KEY = _persistent_secret("secret_key", "SECRET_KEY", lambda: secrets.token_urlsafe(50))

@@ -288,5 +288,6 @@ def _test_database_dropped_cleanly(django_db_setup, django_db_blocker):
                 continue
             conn.close_pool()
             with conn._nodb_cursor() as cursor:
-                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() "
+                               "AND backend_type = 'client backend' AND usename = current_user",
                                [conn.settings_dict["NAME"]])

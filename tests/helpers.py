@@ -230,7 +230,15 @@ def wait_for_js(page, expression: str, timeout: float = 30.0) -> object:
 
     Not page.wait_for_function: its polling evals the expression inside the page, which the
     app's CSP (script-src 'self') forbids, so it fails whenever the first check is false."""
-    return wait_for(lambda: page.evaluate(expression), timeout=timeout, message=expression)
+    from playwright.sync_api import Error as PageError
+
+    def check():
+        try:
+            return page.evaluate(expression)
+        except PageError:  # e.g. the page is navigating: look again
+            return None
+
+    return wait_for(check, timeout=timeout, message=expression)
 
 
 def refresh_tools(server) -> None:

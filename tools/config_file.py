@@ -20,6 +20,8 @@ def entry_to_form_data(name: str, entry: Any) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise ValueError("each server must be a JSON object with `command` or `url`")
     if entry.get("command"):
+        if entry.get("oauth") not in (None, False) and not (isinstance(entry["oauth"], dict) and entry["oauth"].get("enabled") is False):
+            raise ValueError("`oauth` is for HTTP and SSE servers (`url`), not for `command`")
         return {
             "name": name, "transport": Transport.STDIO, "command": entry["command"], "args": entry.get("args") or [],
             "env": entry.get("env") or {}, "cwd": entry.get("cwd") or "", "url": "", "headers": {},
@@ -40,6 +42,8 @@ def oauth_form_data(oauth: Any) -> dict[str, str]:
         return {}
     if not isinstance(oauth, dict):
         raise ValueError("`oauth` must be an object like {\"enabled\": true, \"clientId\": …, \"scopes\": [...]}")
+    if not isinstance(oauth.get("enabled", True), bool):
+        raise ValueError("`oauth.enabled` must be true or false")
     if oauth.get("enabled") is False:
         return {}
     scopes = oauth.get("scopes") or []
@@ -48,7 +52,7 @@ def oauth_form_data(oauth: Any) -> dict[str, str]:
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise ValueError("`oauth.scopes` must be a list of strings")
     for key in ("clientId", "clientSecret"):
-        if not isinstance(oauth.get(key) or "", str):
+        if not isinstance(oauth.get(key, ""), (str, type(None))):
             raise ValueError(f"`oauth.{key}` must be a string")
     return {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
             "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes)}

@@ -23,7 +23,8 @@ sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
 TEST_DIR = Path(__file__).resolve().parent
-SCREENSHOTS = TEST_DIR / "screenshots"
+# Next to the tests, or in the run's own folder when it has one (CI runs two at once).
+SCREENSHOTS = Path(os.environ["TEST_ARTIFACTS"]) / "widget-host" if os.environ.get("TEST_ARTIFACTS") else TEST_DIR / "screenshots"
 sys.path.insert(0, str(TEST_DIR))
 from serve_two_origins import start_servers  # noqa: E402
 

@@ -20,6 +20,7 @@ const cid = page.conversationId;
 const list = document.getElementById("messages");
 const messages = new Map();   // id -> message
 const calls = new Map();      // tool call id -> tool call json
+const asking = new Set();     // ids of server requests on this page that wait for the user
 const cards = new Map();      // tool call id -> card element
 const streamed = new Map();   // LLM tool-call id -> {id, turn, step} while the model writes the call; null once adopted
 const endedTurns = new Set();
@@ -339,9 +340,9 @@ function setRunning(on) {
 /** What the running turn waits for: the model, or you when one of its calls asks for input. */
 function showTurnState() {
   const s = document.getElementById("turn-state");
-  const asking = running && [...calls.values()].some(c => c.status === "input_required");
-  s.className = `status${running ? " running" : ""}${asking ? " input_required" : ""}`;
-  s.textContent = running ? (asking ? "waiting for your input…" : "thinking…") : "";
+  const waits = running && (asking.size > 0 || [...calls.values()].some(c => c.status === "input_required" && c.origin !== "widget"));
+  s.className = `status${running ? " running" : ""}${waits ? " input_required" : ""}`;
+  s.textContent = running ? (waits ? "waiting for your input…" : "thinking…") : "";
 }
 
 function endTurn(turnId) {
@@ -468,6 +469,9 @@ function onEvent(ev) {
 function showRequestOnCard(request) {
   const card = cards.get(request.tool_call_id);
   if (card) showServerRequest(card.querySelector(".server-requests"), request);
+  // A form to fill or a sampling answer to approve: the turn waits for you.
+  if (card && ["pending", "generated"].includes(request.status)) asking.add(request.id); else asking.delete(request.id);
+  showTurnState();
 }
 
 /** On (re)connection: the requests still waiting for an answer, and their calls' log lines. */

@@ -130,11 +130,14 @@ def test_chat_card_elicitation_is_answered_in_place(browser, live_app, user, fak
     ])
     card = page.wait_for_selector(".tool-card .server-request.pending form", timeout=20000)
     assert "Your name, please?" in page.inner_text(".tool-card .server-request .message")
+    # The call is `running` (its worker waits for the answer), yet the turn waits for you.
+    page.wait_for_selector("#turn-state.input_required >> text=waiting for your input…", timeout=10000)
     page.fill(".tool-card .server-request input[name=name]", "Bea")
     page.screenshot(path=str(screenshots / "elicitation-chat.png"), full_page=True)
     card.query_selector("button.primary").click()
     page.wait_for_selector(".tool-card .status.succeeded", timeout=20000)
     page.wait_for_selector(".msg.assistant strong >> text=Bea", timeout=20000)
+    page.wait_for_selector("#turn-state:not(.input_required):not(.running)", state="attached", timeout=10000)
     assert ServerRequest.objects.get(tool_call__conversation=conversation).action == "accept"
     page.screenshot(path=str(screenshots / "elicitation-chat-answered.png"), full_page=True)
     page.context.close()

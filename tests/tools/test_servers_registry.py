@@ -129,14 +129,20 @@ def test_import_and_export_mcpservers_format(api, user):
         "broken": {"nothing": True},
         "signed": {"url": "https://auth.example/mcp", "oauth": {"enabled": True, "clientId": "inspector-app",
                                                                 "clientSecret": "client-sekret-3", "scopes": ["mcp", "read"]}},
-        "bad-oauth": {"url": "https://auth.example/mcp", "oauth": {"scopes": "mcp", "clientId": 7}},
+        "bad-oauth": {"url": "https://auth.example/mcp", "oauth": {"scopes": "mcp", "clientId": 0}},
+        "stringly-off": {"url": "https://auth.example/mcp", "oauth": {"enabled": "false"}},
+        "off": {"url": "https://auth.example/plain", "oauth": {"enabled": False, "clientId": "unused"}},
+        "local-oauth": {"command": "npx", "oauth": {"enabled": True}},
     }}
     resp = api.post("/api/servers/import/", document)
     assert resp.status_code == 207
     body = resp.json()
-    assert sorted(s["name"] for s in body["created"]) == ["legacy", "remote", "signed"]
+    assert sorted(s["name"] for s in body["created"]) == ["legacy", "off", "remote", "signed"]
     errors = {e["name"]: e["error"] for e in body["errors"]}
     assert errors["bad-oauth"] == "`oauth.clientId` must be a string"
+    assert errors["stringly-off"] == "`oauth.enabled` must be true or false"
+    assert errors["local-oauth"] == "`oauth` is for HTTP and SSE servers (`url`), not for `command`"
+    assert Server.objects.get(name="off").auth == "none"
     signed = Server.objects.get(name="signed")
     assert (signed.auth, signed.oauth_client_id, signed.oauth_scope, signed.oauth_client_secret) == (
         "oauth", "inspector-app", "mcp read", "client-sekret-3")
