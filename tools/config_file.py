@@ -20,7 +20,7 @@ def entry_to_form_data(name: str, entry: Any) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise ValueError("each server must be a JSON object with `command` or `url`")
     if entry.get("command"):
-        if entry.get("oauth") not in (None, False) and not (isinstance(entry["oauth"], dict) and entry["oauth"].get("enabled") is False):
+        if oauth_form_data(entry.get("oauth")):
             raise ValueError("`oauth` is for HTTP and SSE servers (`url`), not for `command`")
         return {
             "name": name, "transport": Transport.STDIO, "command": entry["command"], "args": entry.get("args") or [],
