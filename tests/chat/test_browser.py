@@ -14,8 +14,9 @@ from tools.models import ToolCall
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
 
-def make_conversation(user, fake_llm, servers) -> Conversation:
-    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test")
+def make_conversation(user, fake_llm, servers, **fields) -> Conversation:
+    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test",
+                                               **fields)
     conversation.servers.set(servers)
     return conversation
 

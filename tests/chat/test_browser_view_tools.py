@@ -9,7 +9,8 @@ import json
 import pytest
 
 from chat.models import Conversation, ViewTools
-from tests.helpers import login_page, refresh_tools, wait_for
+from tests.chat.test_browser import make_conversation, open_chat, send, widget_frame
+from tests.helpers import refresh_tools, wait_for
 from tools.models import ToolCall
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -17,15 +18,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pyte
 
 def test_the_model_calls_a_tool_the_view_registered(browser, live_app, user, fake_llm, app_server, screenshots):
     refresh_tools(app_server)
-    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test")
-    conversation.servers.set([app_server])
+    conversation = make_conversation(user, fake_llm, [app_server])
     fake_llm.script([{"tool_calls": [{"name": "apps__show_marker", "arguments": {"label": "v"}, "id": "m1"}]}, {"text": "Shown."}])
-    page = login_page(browser, live_app, "alice", "alice-pass-123")
-    page.goto(f"{live_app.url}/chat/{conversation.pk}/")
-    page.wait_for_selector("#conn-state.ok")
-    page.fill("#composer-text", "show the marker")
-    page.press("#composer-text", "Enter")
-    view = page.frame_locator(".widget-slot iframe").frame_locator("iframe")
+    page = open_chat(browser, live_app, conversation)
+    send(page, "show the marker")
+    view = widget_frame(page)
     view.locator("#secret", has_text="STRUCTURED-MARKER-v").wait_for(timeout=30000)
     page.wait_for_selector(".msg.assistant >> text=Shown.", timeout=30000)
     # The page recorded the view's own tools; they are not offered until the conversation says so.
@@ -37,8 +34,7 @@ def test_the_model_calls_a_tool_the_view_registered(browser, live_app, user, fak
 
     fake_llm.script([{"tool_calls": [{"name": "view_show_marker__marker_echo", "arguments": {"text": "hello"}, "id": "e1"}]},
                      {"text": "The view echoed."}])
-    page.fill("#composer-text", "use the view's own tool")
-    page.press("#composer-text", "Enter")
+    send(page, "use the view's own tool")
     page.wait_for_selector(".msg.assistant >> text=The view echoed.", timeout=30000)
     call = ToolCall.objects.get(origin="view")
     assert call.status == "succeeded" and call.view_call.tool_name == "show_marker" and call.tool_name == "marker_echo"
@@ -66,15 +62,10 @@ def test_a_page_opened_while_the_call_waits_runs_it(browser, live_app, user, fak
     refresh_tools(app_server)
     app_server.call_timeout = 60
     app_server.save()
-    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test",
-                                               offer_view_tools=True)
-    conversation.servers.set([app_server])
+    conversation = make_conversation(user, fake_llm, [app_server], offer_view_tools=True)
     fake_llm.script([{"tool_calls": [{"name": "apps__show_marker", "arguments": {"label": "w"}, "id": "m1"}]}, {"text": "Shown."}])
-    page = login_page(browser, live_app, "alice", "alice-pass-123")
-    page.goto(f"{live_app.url}/chat/{conversation.pk}/")
-    page.wait_for_selector("#conn-state.ok")
-    page.fill("#composer-text", "show the marker")
-    page.press("#composer-text", "Enter")
+    page = open_chat(browser, live_app, conversation)
+    send(page, "show the marker")
     page.wait_for_selector(".msg.assistant >> text=Shown.", timeout=30000)
     wait_for(lambda: ViewTools.objects.filter(conversation=conversation).exists(), message="the view's tools")
     page.goto(f"{live_app.url}/")  # no page shows the view now

@@ -51,16 +51,23 @@ def test_the_api_records_a_views_tools(api, user):
     assert api.post(f"/api/tool-calls/{outside.pk}/widget/view-tools/", {"tools": [ECHO]}).status_code == 409
 
 
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("celery_worker")
-def test_with_no_page_to_run_it_the_call_ends_and_the_model_is_told(api, user, fake_llm):
-    server = Server.objects.create(name="apps", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user, call_timeout=2)
+
+def ask_for_the_views_tool(api, user, fake_llm, call_timeout: int, then: str) -> Conversation:
+    """A turn whose model calls the tool a stored view registered, then says `then`; no page shows the view."""
+    server = Server.objects.create(name="apps", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user,
+                                   call_timeout=call_timeout)
     conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test",
                                                offer_view_tools=True)
     view_with_tools(conversation, server)
     fake_llm.script([{"tool_calls": [{"name": "view_show_marker__marker_echo", "arguments": {"text": "x"}, "id": "v1"}]},
-                     {"text": "No view answered."}])
+                     {"text": then}])
     assert api.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "use the view"}).status_code == 202
+    return conversation
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker")
+def test_with_no_page_to_run_it_the_call_ends_and_the_model_is_told(api, user, fake_llm):
+    conversation = ask_for_the_views_tool(api, user, fake_llm, call_timeout=2, then="No view answered.")
     wait_for(lambda: Conversation.objects.get(pk=conversation.pk).status != "running", timeout=40, message="the turn to end")
     call = ToolCall.objects.get(origin="view")
     assert call.status == "timed_out" and "No open page ran the view's tool" in call.error
@@ -82,13 +89,7 @@ def test_a_call_of_a_views_tool_is_not_replayed_on_the_server(api, user):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
 def test_stop_ends_a_waiting_view_call_at_once_with_a_note_for_the_model(api, user, fake_llm):
-    server = Server.objects.create(name="apps", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user, call_timeout=60)
-    conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=fake_llm.url, api_key="sk-test",
-                                               offer_view_tools=True)
-    view_with_tools(conversation, server)
-    fake_llm.script([{"tool_calls": [{"name": "view_show_marker__marker_echo", "arguments": {"text": "x"}, "id": "v1"}]},
-                     {"text": "never"}])
-    assert api.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "use the view"}).status_code == 202
+    conversation = ask_for_the_views_tool(api, user, fake_llm, call_timeout=60, then="never")
     call = wait_for(lambda: ToolCall.objects.filter(origin="view", status="running").first(), message="the view call to wait")
     assert api.post(f"/api/conversations/{conversation.pk}/stop/").json()["stopped"] is True
     wait_for(lambda: Conversation.objects.get(pk=conversation.pk).status != "running", timeout=15, message="the turn to stop")
