@@ -2,11 +2,13 @@
 """What does a huge tool result cost? Peak memory of the web and worker processes, and the
 size and time of every page and API answer that shows it.
 
-    .venv/bin/python bench/big_results.py [--megabytes 40] [--use-env]
+    .venv/bin/python bench/big_results.py [--megabytes 40] [--use-env] [--transport http|stdio]
 
 Self-contained like bench/tool_calls.py: a temporary data dir with a fresh SQLite database
 (or DATABASE_URL with --use-env), an embedded Valkey unless REDIS_URL is set, one Celery
-worker and one daphne subprocess, and the basic test MCP server over Streamable HTTP. Two
+worker and one daphne subprocess, and the basic test MCP server over Streamable HTTP (or as
+a stdio child of the worker with --transport stdio). Before measuring, one small call of each
+tool and one request to each page warm both processes up. Two
 results: `big_text` (one text block of N MB) and `big_structured` (a short text and a
 structuredContent of N MB). For each: the call through the API, then the answers a person's
 browser would ask for. RSS is sampled every 10 ms; "peak over idle" is the peak during that
@@ -77,6 +79,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=float, default=40)
     parser.add_argument("--use-env", action="store_true", help="use DATABASE_URL from the environment")
+    parser.add_argument("--transport", choices=("http", "stdio"), default="http",
+                        help="the basic test server over Streamable HTTP (default) or as a stdio child of the worker")
     args = parser.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="inspector-big-"))
@@ -121,28 +125,40 @@ def main() -> int:
         http_server = start_server("basic.py", "http")
         user = get_user_model().objects.create_user("big-bench", is_staff=True)
         _, key = ApiToken.issue(user, "bench")
-        server = Server.objects.create(name="basic", transport="streamable_http", url=http_server.url, owner=user)
+        if args.transport == "stdio":
+            server = Server.objects.create(name="basic", transport="stdio", command=sys.executable,
+                                           args=[str(BASE_DIR / "tests" / "mcp_servers" / "basic.py")], owner=user)
+        else:
+            server = Server.objects.create(name="basic", transport="streamable_http", url=http_server.url, owner=user)
         answer = server_action.delay(server.pk, "refresh", {"reconnect": True}).get(timeout=120)
         assert answer.get("ok"), answer
         rss = PeakRss({"web (daphne)": daphne.pid, "worker": worker.pid})
         api = httpx.Client(base_url=os.environ["PUBLIC_URL"], headers={"Authorization": f"Token {key}"}, timeout=300)
 
         rows: list[tuple[str, str, float, int | None, dict]] = []
+
+        def run_call(tool: str, megabytes: float) -> str:
+            call_id = api.post(f"/api/servers/{server.pk}/tools/{tool}/call/",
+                               json={"arguments": {"megabytes": megabytes}}).json()["id"]
+            deadline = time.monotonic() + 300
+            from tools.models import ToolCall
+
+            while time.monotonic() < deadline:
+                status = ToolCall.objects.filter(pk=call_id).values_list("status", flat=True).first()
+                if status in ToolCall.FINAL:
+                    return call_id
+                time.sleep(0.05)
+            raise RuntimeError(f"{tool} did not finish")
+
+        # Warm-up: the first call and the first page load what a process imports once (the
+        # token counter's encodings, templates, views); that is not what a big result costs.
         for tool in ("big_text", "big_structured"):
-            def run_call() -> str:
-                call_id = api.post(f"/api/servers/{server.pk}/tools/{tool}/call/",
-                                   json={"arguments": {"megabytes": args.megabytes}}).json()["id"]
-                deadline = time.monotonic() + 300
-                from tools.models import ToolCall
+            small = run_call(tool, 0.05)
+            for path in (f"/api/tool-calls/{small}/", f"/api/tool-calls/{small}/result/", "/rpc-log/", "/rpc-log/export/"):
+                api.get(path)
 
-                while time.monotonic() < deadline:
-                    status = ToolCall.objects.filter(pk=call_id).values_list("status", flat=True).first()
-                    if status in ToolCall.FINAL:
-                        return call_id
-                    time.sleep(0.05)
-                raise RuntimeError(f"{tool} did not finish")
-
-            call_id, seconds, mem = rss.measure(run_call)
+        for tool in ("big_text", "big_structured"):
+            call_id, seconds, mem = rss.measure(lambda tool=tool: run_call(tool, args.megabytes))
             rows.append((tool, "tool call, end to end (POST, worker, both rows)", seconds, None, mem))
             for label, path in (
                 ("GET /api/tool-calls/{id}/", f"/api/tool-calls/{call_id}/"),
@@ -155,7 +171,7 @@ def main() -> int:
                 rows.append((tool, f"{label} → {response.status_code}", seconds, size, mem))
 
         db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-        print(f"\n{args.megabytes:g} MB results, database {db}, {os.cpu_count()} CPUs, load "
+        print(f"\n{args.megabytes:g} MB results, {args.transport} server, database {db}, {os.cpu_count()} CPUs, load "
               + " ".join(f"{x:.2f}" for x in os.getloadavg()))
         print(f"{'result':<15} {'step':<58} {'seconds':>8} {'body MB':>8}   "
               f"{'web idle/peak+ MB':>18}   {'worker idle/peak+ MB':>20}")

@@ -8,18 +8,17 @@ from typing import Any, Literal
 from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import config_file, deadlines
+from tools import config_file, deadlines, stored_result
 from tools.calls import start_tool_call
 from tools.events import tool_call_json
 from tools.forms import ServerForm, form_data_from_json, masked
-from tools.models import OAuthFlow, OAuthGrant, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult
+from tools.models import OAuthFlow, OAuthGrant, Server, ServerLogMessage, ServerRequest, Tool, ToolCall
 from tools.url_secrets import MASK
 
 
@@ -263,7 +262,7 @@ def tool_call_create(request: HttpRequest, pk: int, name: str) -> JsonResponse:
 
 
 @api_view("GET")
-def tool_call_detail(request: HttpRequest, pk) -> JsonResponse:
+def tool_call_detail(request: HttpRequest, pk) -> HttpResponse:
     """One call with its complete projection; with the full result too unless `?full=0`."""
     full = request.GET.get("full", "1") not in ("0", "false", "no")
     qs = ToolCall.objects.visible_to(request.user).select_related("full_result", "projection").defer("full_result__raw")
@@ -271,44 +270,35 @@ def tool_call_detail(request: HttpRequest, pk) -> JsonResponse:
     data = tool_call_json(call, detail=True)
     if not full:
         return JsonResponse(data)
-    # The stored JSON text goes into the answer as it is: parsing a 40 MB result to serialise
-    # it again cost ~10x its size in daphne (bench/big_results.py).
-    text = _stored_result_text(call.pk)
-    body = json.dumps(data, cls=DjangoJSONEncoder)[:-1] + ', "full": ' + (text or "null") + "}"
-    return HttpResponse(body.encode(), content_type="application/json")
+    # The stored JSON text goes into the answer as it is, in pieces: parsing a 40 MB result to
+    # serialise it again cost ~10x its size in daphne (bench/big_results.py).
+    stored = stored_result.open_stored(call.pk)
+    prefix, suffix = json.dumps(data, cls=DjangoJSONEncoder)[:-1] + ', "full": ', "}"
+    if stored is None or stored.octets <= stored_result.PIECE_BYTES:
+        full_text = stored.whole() if stored else b"null"
+        return HttpResponse(prefix.encode() + full_text + suffix.encode(), content_type="application/json")
+    return _streamed(stored, prefix, suffix)
 
 
-RESULT_CHUNK_BYTES = 256 * 1024
-
-
-def _stored_result_text(tool_call_id) -> str | None:
-    """The full result's column as the database holds it (JSON text), never parsed here."""
-    rows = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(text=Cast("raw", TextField()))
-    return rows.values_list("text", flat=True).first()
+def _streamed(stored: stored_result.StoredResult | None, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
+    response = StreamingHttpResponse(stored_result.body(stored, prefix, suffix), content_type="application/json")
+    response["Content-Length"] = str(stored_result.content_length(stored, prefix, suffix))
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 @api_view("GET")
 def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
     """The full result exactly as stored (`ToolResult.raw`), streamed, for pages and App views.
 
-    The database hands back the column's JSON text (a cast to text), so a result of any size
-    is neither parsed nor re-serialised here; events only say how big it is.
+    The database hands back the column's JSON text in pieces (tools/stored_result.py), so a
+    result of any size is neither parsed nor held whole here; events only say how big it is.
     """
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk", "status"), pk=pk)
-    text = _stored_result_text(call.pk)
-    if text is None:
+    stored = stored_result.open_stored(call.pk)
+    if stored is None:
         raise ApiError(f"This tool call has no result (it is {call.status}).", status=404, call_status=call.status)
-    body = text.encode()
-
-    async def chunks():
-        view = memoryview(body)
-        for start in range(0, len(body), RESULT_CHUNK_BYTES):
-            yield view[start:start + RESULT_CHUNK_BYTES]
-
-    response = StreamingHttpResponse(chunks(), content_type="application/json")
-    response["Content-Length"] = str(len(body))
-    response["Cache-Control"] = "private, no-store"
-    return response
+    return _streamed(stored)
 
 
 @api_view("POST")

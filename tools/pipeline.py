@@ -19,7 +19,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, JSONField, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from tools import deadlines, events, input_rounds, remote, tokens
+from tools import deadlines, events, input_rounds, remote, stored_result, tokens
 from tools.connection import CallTimeout
 from tools.url_secrets import redact
 from tools.models import Projection, Server, Tool, ToolCall, ToolResult
@@ -121,14 +121,15 @@ def _claim(tool_call_id) -> ToolCall | None:
 RUNNING_ONLY = (ToolCall.Status.RUNNING,)
 
 
-def _measure(call: ToolCall, raw: dict) -> tuple[int, int]:
-    """(bytes, tokens) of the full result, from one serialisation of it."""
+def _serialise(call: ToolCall, raw: dict) -> tuple[str, int, int]:
+    """The full result as JSON text, with its size in bytes and tokens: the one serialisation
+    of it, measured here and stored as it is (a 40 MB result must not be copied again)."""
     text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
-    return len(text.encode()), tokens.estimate(text, token_model(call))
+    return text, stored_result.utf8_length(text), tokens.estimate(text, token_model(call))
 
 
 def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, schema: tuple[bool | None, str],
-                size: tuple[int, int], error: str, ending: tuple[str, ...]) -> bool:
+                serialised: tuple[str, int, int], error: str, ending: tuple[str, ...]) -> bool:
     now = timezone.now()
     with transaction.atomic():
         current = ToolCall.objects.select_for_update().filter(pk=call.pk).values("status", "error", "started_at").first()
@@ -146,9 +147,12 @@ def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None,
             return False  # finished by another delivery, or ended by the sweep
         full = None
         if raw is not None:
+            text, size_bytes, size_tokens = serialised
             full = ToolResult.objects.create(
-                tool_call=call, raw=raw, size_bytes=size[0], tokens=size[1], schema_valid=schema[0], schema_error=schema[1],
+                tool_call=call, raw=stored_result.JSONText(text), size_bytes=size_bytes, tokens=size_tokens,
+                schema_valid=schema[0], schema_error=schema[1],
             )
+            full.raw = raw
         projection = Projection.objects.create(
             tool_call=call, payload=outcome.payload, text=outcome.text, policy=outcome.policy, removed=outcome.removed,
             truncated=outcome.truncated, size_bytes=outcome.size_bytes, tokens=outcome.tokens,
@@ -178,10 +182,10 @@ def _finish(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, err
     deadline whatever happens.
     """
     schema = validate_output(call.tool_output_schema, raw) if raw is not None else (None, "")
-    size = _measure(call, raw) if raw is not None else (0, 0)
+    serialised = _serialise(call, raw) if raw is not None else ("", 0, 0)
     for attempt in range(FINISH_ATTEMPTS):
         try:
-            return _write_rows(call, status, outcome, raw, schema, size, error, ending)
+            return _write_rows(call, status, outcome, raw, schema, serialised, error, ending)
         except IntegrityError:
             return False  # another delivery wrote the rows first
         except (OperationalError, InterfaceError) as exc:

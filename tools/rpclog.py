@@ -79,6 +79,8 @@ class FrameRecorder:
             for item in batch:
                 if isinstance(item, threading.Event):
                     item.set()
+            # Not kept while waiting for the next frame: a frame may hold a 40 MB result.
+            batch = item = None
 
     def _write(self, batch: list[tuple]) -> None:
         if not batch:

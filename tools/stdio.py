@@ -111,16 +111,26 @@ async def stdio_transport(
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def stdout_reader() -> None:
-        buffer = b""
+        # The start of a line still being read, as the chunks it came in: a 40 MB line arrives in
+        # ~600 chunks, and appending each to one growing bytes object copied ~25 GB.
+        pending: list[bytes] = []
         async with read_send:
             try:
                 async for chunk in process.stdout:  # type: ignore[union-attr]
-                    lines = (buffer + chunk).split(b"\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        text = line.decode("utf-8", errors="replace").strip()
+                    if b"\n" not in chunk:
+                        pending.append(chunk)
+                        continue
+                    lines = chunk.split(b"\n")
+                    pending.append(lines[0])
+                    lines[0] = b"".join(pending)
+                    pending = [lines.pop()]
+                    while lines:
+                        # Each copy of a big line is let go as soon as the next exists.
+                        text = lines.pop(0).decode("utf-8", errors="replace").strip()
                         if text:
-                            await read_send.send(parse_line(text))
+                            message, text = parse_line(text), ""
+                            await read_send.send(message)
+                            message = None  # not kept until the next line arrives
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
                 pass
             # EOF: give the exit code and last stderr lines a moment to arrive, for a clearer error.

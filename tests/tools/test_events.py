@@ -123,7 +123,7 @@ def test_the_result_endpoint_streams_the_stored_json_to_its_owner_only(client, a
     assert int(served.headers["content-length"]) == len(served.content) > 1_500_000
 
     # The detail keeps `full` (documented) unless asked not to.
-    assert api.get(f"/api/tool-calls/{call.pk}/").json()["full"] == json.loads(body)
+    assert json.loads(streamed_body(api.get(f"/api/tool-calls/{call.pk}/")))["full"] == json.loads(body)
     lean = api.get(f"/api/tool-calls/{call.pk}/?full=0").json()
     assert "full" not in lean and lean["projection"]["truncated"] is True and lean["result_url"].endswith("/result/")
 

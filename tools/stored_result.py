@@ -1,0 +1,142 @@
+"""A full result (`ToolResult.raw`) as the database stores it: written from one serialisation,
+served as an HTTP body in pieces, never whole in daphne.
+
+Writing: the worker serialises a result once, to measure it (bytes, tokens), and stores that
+same text (`JSONText`); a JSONField would serialise the result a second time.
+
+Serving: a 40 MB result read as one column value and encoded for the response held the text
+twice and the body once (+120 MB in daphne for `GET /api/tool-calls/{id}/`,
+bench/big_results.py). Here the column's JSON text is read in pieces, each sent before the next
+is read, and never parsed: on SQLite through incremental blob I/O (the value is never loaded
+whole), on PostgreSQL from a server-side cursor over the column cast to text once. Its size in bytes is known before the first byte is sent, so the response still
+has a `Content-Length`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.db.models import Expression, Func, IntegerField, JSONField, TextField
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
+
+from tools.models import ToolResult
+
+PIECE_BYTES = 1024 * 1024
+SEND_BYTES = 256 * 1024
+MEASURE_CHARS = 1024 * 1024
+
+
+class JSONText(Expression):
+    """A JSON value already serialised, written to a JSON column as it is."""
+
+    output_field = JSONField()
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def as_sql(self, compiler, connection):
+        return "%s", [self.text]
+
+    def as_postgresql(self, compiler, connection):
+        return "%s::jsonb", [self.text]
+
+
+def utf8_length(text: str) -> int:
+    """The size of `text` in UTF-8, without encoding it whole (a copy as big as the result)."""
+    if text.isascii():
+        return len(text)
+    return sum(len(text[i:i + MEASURE_CHARS].encode()) for i in range(0, len(text), MEASURE_CHARS))
+
+
+class OctetLength(Func):
+    """The length in bytes of a text value (`length()` counts characters)."""
+
+    function = "OCTET_LENGTH"
+    output_field = IntegerField()
+
+
+def _text():
+    return Cast("raw", TextField())
+
+
+@dataclass
+class StoredResult:
+    """Where a stored result's JSON text is and how long it is; `pieces()` reads it."""
+
+    tool_call_id: object
+    octets: int
+    rowid: int | None = None  # SQLite
+
+    def whole(self) -> bytes:
+        """The text in one piece: for small results only."""
+        if connection.vendor == "sqlite":
+            return b"".join(self.pieces())
+        text = ToolResult.objects.filter(tool_call_id=self.tool_call_id).annotate(text=_text()).values_list("text", flat=True)
+        return (text.first() or "").encode()
+
+    def pieces(self) -> Iterator[bytes]:
+        """The text as UTF-8, `PIECE_BYTES` at a time."""
+        if connection.vendor == "sqlite":
+            for start in range(0, self.octets, PIECE_BYTES):
+                connection.ensure_connection()
+                with connection.connection.blobopen(ToolResult._meta.db_table, "raw", self.rowid, readonly=True) as blob:
+                    blob.seek(start)
+                    yield blob.read(PIECE_BYTES)
+            return
+        # PostgreSQL casts the jsonb to text once (the CTE) and a server-side cursor hands the
+        # pieces over one by one; a query per piece cast the whole column again each time.
+        sql = (
+            f"WITH r AS MATERIALIZED (SELECT convert_to(raw::text, 'UTF8') AS b FROM {ToolResult._meta.db_table} "
+            "WHERE tool_call_id = %s) SELECT substring(r.b FROM g FOR %s) FROM r, generate_series(1, length(r.b), %s) AS g "
+            "ORDER BY g"
+        )
+        with connection.chunked_cursor() as cursor:
+            cursor.execute(sql, [self.tool_call_id, PIECE_BYTES, PIECE_BYTES])
+            while (row := cursor.fetchone()) is not None:
+                yield bytes(row[0])
+
+
+def open_stored(tool_call_id) -> StoredResult | None:
+    """The result's size and where to read it; None if the call has no result row."""
+    rows = ToolResult.objects.filter(tool_call_id=tool_call_id)
+    if connection.vendor == "sqlite":
+        rowid = rows.annotate(rowid=RawSQL("rowid", [])).values_list("rowid", flat=True).first()
+        if rowid is None:
+            return None
+        connection.ensure_connection()
+        with connection.connection.blobopen(ToolResult._meta.db_table, "raw", rowid, readonly=True) as blob:
+            return StoredResult(tool_call_id, len(blob), rowid)
+    octets = rows.annotate(octets=OctetLength(_text())).values_list("octets", flat=True).first()
+    return None if octets is None else StoredResult(tool_call_id, octets)
+
+
+async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> AsyncIterator[bytes]:
+    """`prefix`, the stored text (or `null` without one), `suffix`, as bytes in `SEND_BYTES` pieces.
+
+    The pieces are read in the request's own thread (its database connection), one per step."""
+    if prefix:
+        yield prefix.encode()
+    if stored is None:
+        yield b"null"
+    else:
+        pieces = stored.pieces()
+        try:
+            while piece := await sync_to_async(next)(pieces, b""):
+                view = memoryview(piece)
+                for start in range(0, len(view), SEND_BYTES):
+                    yield view[start:start + SEND_BYTES]
+        finally:
+            await sync_to_async(pieces.close)()
+    if suffix:
+        yield suffix.encode()
+
+
+def content_length(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> int:
+    """The byte length of what `body()` yields."""
+    middle = stored.octets if stored is not None else len(b"null")
+    return len(prefix.encode()) + middle + len(suffix.encode())
