@@ -31,6 +31,7 @@ from pydantic import ValidationError as PydanticValidationError
 from chat.models import Conversation, Message, ModelContext, Turn
 from tools import url_secrets
 from tools.models import Projection, Server, ToolCall, ToolResult, UiResource
+from tools.stored_result import JSONText, serialise
 
 FORMAT = "mcp-inspector/conversation"
 VERSION = 1
@@ -469,7 +470,8 @@ def import_conversation(data: bytes | str, user) -> Conversation:
                 stamped.append(calls[c["ref"]])
         ToolCall.objects.bulk_update(stamped, ["queued_at"], batch_size=500)
         ToolResult.objects.bulk_create([
-            ToolResult(tool_call=calls[c["ref"]], **c["full_result"]) for c in content["calls"] if c["full_result"]
+            ToolResult(tool_call=calls[c["ref"]], **{**c["full_result"], "raw": JSONText(serialise(c["full_result"]["raw"]))})
+            for c in content["calls"] if c["full_result"]
         ], batch_size=200)
         Projection.objects.bulk_create([
             Projection(tool_call=calls[c["ref"]], **c["projection"]) for c in content["calls"] if c["projection"]

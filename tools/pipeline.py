@@ -7,7 +7,6 @@ tool is never called again and no second row is written.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from datetime import timedelta
@@ -124,7 +123,7 @@ RUNNING_ONLY = (ToolCall.Status.RUNNING,)
 def _serialise(call: ToolCall, raw: dict) -> tuple[str, int, int]:
     """The full result as JSON text, with its size in bytes and tokens: the one serialisation
     of it, measured here and stored as it is (a 40 MB result must not be copied again)."""
-    text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+    text = stored_result.serialise(raw)
     return text, stored_result.utf8_length(text), tokens.estimate(text, token_model(call))
 
 

@@ -14,8 +14,10 @@ has a `Content-Length`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -23,6 +25,7 @@ from django.db.models import Expression, Func, IntegerField, JSONField, TextFiel
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
+from inspector import pg_nul
 from tools.models import ToolResult
 
 PIECE_BYTES = 1024 * 1024
@@ -43,7 +46,13 @@ class JSONText(Expression):
         return "%s", [self.text]
 
     def as_postgresql(self, compiler, connection):
-        return "%s::jsonb", [self.text]
+        return "%s::jsonb", [pg_nul.json_text(self.text)]
+
+
+def serialise(raw: Any) -> str:
+    """The text a result is stored as: compact JSON, UTF-8 as it is (every writer uses it, so an
+    exported and imported result reads back byte for byte)."""
+    return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
 
 
 def utf8_length(text: str) -> int:

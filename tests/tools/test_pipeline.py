@@ -204,3 +204,20 @@ def test_a_database_error_while_storing_the_result_is_retried_and_a_lasting_one_
     stuck.refresh_from_db()
     assert stuck.status == "failed" and "stopped before it finished" in stuck.error
     assert "stopped before it finished" in Projection.objects.get(tool_call=stuck).text
+
+
+def test_a_result_with_nul_characters_is_stored_on_every_database(basic_server):
+    """PostgreSQL's jsonb and text refuse U+0000; a tool may still return it (C strings, binary
+    data read as text). The call must end with its result, not fail to store it."""
+    refresh_tools(basic_server)
+    call = run_call(basic_server, "echo", {"text": "before\u0000after"})
+    assert call.status == "succeeded", call.error
+    # SQLite keeps it; PostgreSQL stores U+FFFD instead (inspector/pg_nul.py), from the
+    # arguments on, so the server echoed U+FFFD there.
+    expected = "before\ufffdafter" if connection.vendor == "postgresql" else "before\u0000after"
+    assert ToolCall.objects.get(pk=call.pk).arguments == {"text": expected}
+    assert ToolResult.objects.get(tool_call=call).raw["content"][0]["text"] == expected
+    projection = Projection.objects.get(tool_call=call)
+    assert projection.payload["content"][0]["text"] == expected and expected in projection.text
+    frames = RpcFrame.objects.filter(server=basic_server, method="tools/call")
+    assert {f.direction for f in frames} == {"in", "out"}
