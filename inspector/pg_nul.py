@@ -2,7 +2,8 @@
 `\\u0000` escape. Anything a server, a model or a person sends may hold one (a C string, binary
 data read as text), and refusing the write would lose the result and leave the call to the
 sweep. So on PostgreSQL every string parameter and every JSON value is written with U+0000
-replaced by U+FFFD, the replacement character; SQLite stores them as they are.
+replaced by U+FFFD, the replacement character; SQLite stores them as they are. (The JSON API
+refuses a NUL in a request body with a clear 400 first: inspector/api.py.)
 
 `install()` registers psycopg dumpers that do it, before the first connection (the app's
 ready()); `json_text()` does it for JSON text written as it is (tools/stored_result.py).
