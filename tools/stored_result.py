@@ -62,10 +62,10 @@ def utf8_length(text: str) -> int:
     return sum(len(text[i:i + MEASURE_CHARS].encode()) for i in range(0, len(text), MEASURE_CHARS))
 
 
-class OctetLength(Func):
-    """The length in bytes of a text value (`length()` counts characters)."""
+class Utf8Length(Func):
+    """PostgreSQL: the length in bytes of a text value in UTF-8, as the pieces are sent."""
 
-    function = "OCTET_LENGTH"
+    template = "LENGTH(CONVERT_TO(%(expressions)s, 'UTF8'))"
     output_field = IntegerField()
 
 
@@ -120,7 +120,7 @@ def open_stored(tool_call_id) -> StoredResult | None:
         connection.ensure_connection()
         with connection.connection.blobopen(ToolResult._meta.db_table, "raw", rowid, readonly=True) as blob:
             return StoredResult(tool_call_id, len(blob), rowid)
-    octets = rows.annotate(octets=OctetLength(_text())).values_list("octets", flat=True).first()
+    octets = rows.annotate(octets=Utf8Length(_text())).values_list("octets", flat=True).first()
     return None if octets is None else StoredResult(tool_call_id, octets)
 
 
