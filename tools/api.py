@@ -284,6 +284,9 @@ def _streamed(stored: stored_result.StoredResult | None, prefix: str = "", suffi
     response = StreamingHttpResponse(stored_result.body(stored, prefix, suffix), content_type="application/json")
     response["Content-Length"] = str(stored_result.content_length(stored, prefix, suffix))
     response["Cache-Control"] = "private, no-store"
+    if stored is not None:
+        # A client gone before the first piece: the body never runs, Django still closes the response.
+        response._resource_closers.append(stored.close)
     return response
 
 

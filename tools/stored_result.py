@@ -8,8 +8,8 @@ Serving: a 40 MB result read as one column value and encoded for the response he
 twice and the body once (+120 MB in daphne for `GET /api/tool-calls/{id}/`,
 bench/big_results.py). Here the column's JSON text is read in pieces, each sent before the next
 is read, and never parsed: on SQLite through incremental blob I/O (the value is never loaded
-whole), on PostgreSQL from a server-side cursor over the column cast to text once. Its size in bytes is known before the first byte is sent, so the response still
-has a `Content-Length`.
+whole), on PostgreSQL from a server-side cursor over the column cast to text once. Its size in bytes
+is known before the first byte is sent, so the response still has a `Content-Length`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.db.models import Expression, Func, IntegerField, JSONField, TextField
+from django.db.models import Expression, JSONField
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast
 
 from inspector import pg_nul
 from tools.models import ToolResult
@@ -62,31 +61,23 @@ def utf8_length(text: str) -> int:
     return sum(len(text[i:i + MEASURE_CHARS].encode()) for i in range(0, len(text), MEASURE_CHARS))
 
 
-class Utf8Length(Func):
-    """PostgreSQL: the length in bytes of a text value in UTF-8, as the pieces are sent."""
-
-    template = "LENGTH(CONVERT_TO(%(expressions)s, 'UTF8'))"
-    output_field = IntegerField()
-
-
-def _text():
-    return Cast("raw", TextField())
-
-
 @dataclass
 class StoredResult:
-    """Where a stored result's JSON text is and how long it is; `pieces()` reads it."""
+    """Where a stored result's JSON text is and how long it is; `pieces()` reads it.
+
+    On PostgreSQL the server-side cursor that reads it is already open (its first row told the
+    length): casting a 40 MB jsonb to text is most of the work, so it is done once. Read the
+    pieces or `close()` it."""
 
     tool_call_id: object
     octets: int
     rowid: int | None = None  # SQLite
+    cursor: Any = None  # PostgreSQL, positioned after `first`
+    first: bytes = b""
 
     def whole(self) -> bytes:
         """The text in one piece: for small results only."""
-        if connection.vendor == "sqlite":
-            return b"".join(self.pieces())
-        text = ToolResult.objects.filter(tool_call_id=self.tool_call_id).annotate(text=_text()).values_list("text", flat=True)
-        return (text.first() or "").encode()
+        return b"".join(self.pieces())
 
     def pieces(self) -> Iterator[bytes]:
         """The text as UTF-8, `PIECE_BYTES` at a time."""
@@ -97,31 +88,49 @@ class StoredResult:
                     blob.seek(start)
                     yield blob.read(PIECE_BYTES)
             return
-        # PostgreSQL casts the jsonb to text once (the CTE) and a server-side cursor hands the
-        # pieces over one by one; a query per piece cast the whole column again each time.
-        sql = (
-            f"WITH r AS MATERIALIZED (SELECT convert_to(raw::text, 'UTF8') AS b FROM {ToolResult._meta.db_table} "
-            "WHERE tool_call_id = %s) SELECT substring(r.b FROM g FOR %s) FROM r, generate_series(1, length(r.b), %s) AS g "
-            "ORDER BY g"
-        )
-        with connection.chunked_cursor() as cursor:
-            cursor.execute(sql, [self.tool_call_id, PIECE_BYTES, PIECE_BYTES])
-            while (row := cursor.fetchone()) is not None:
+        try:
+            yield self.first
+            while self.cursor is not None and (row := self.cursor.fetchone()) is not None:
                 yield bytes(row[0])
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the PostgreSQL cursor (a held cursor outlives its request otherwise)."""
+        cursor, self.cursor = self.cursor, None
+        if cursor is not None:
+            cursor.close()
+
+
+# PostgreSQL casts the jsonb to text once (the CTE) and a server-side cursor hands the pieces
+# over one by one, each row with the total length; a query per piece cast the column each time.
+_PG_PIECES = (
+    "WITH r AS MATERIALIZED (SELECT convert_to(raw::text, 'UTF8') AS b FROM {table} WHERE tool_call_id = %s) "
+    "SELECT substring(r.b FROM g FOR %s), length(r.b) FROM r, generate_series(1, length(r.b), %s) AS g ORDER BY g"
+)
 
 
 def open_stored(tool_call_id) -> StoredResult | None:
     """The result's size and where to read it; None if the call has no result row."""
-    rows = ToolResult.objects.filter(tool_call_id=tool_call_id)
     if connection.vendor == "sqlite":
+        rows = ToolResult.objects.filter(tool_call_id=tool_call_id)
         rowid = rows.annotate(rowid=RawSQL("rowid", [])).values_list("rowid", flat=True).first()
         if rowid is None:
             return None
         connection.ensure_connection()
         with connection.connection.blobopen(ToolResult._meta.db_table, "raw", rowid, readonly=True) as blob:
             return StoredResult(tool_call_id, len(blob), rowid)
-    octets = rows.annotate(octets=Utf8Length(_text())).values_list("octets", flat=True).first()
-    return None if octets is None else StoredResult(tool_call_id, octets)
+    cursor = connection.chunked_cursor()
+    try:
+        cursor.execute(_PG_PIECES.format(table=ToolResult._meta.db_table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
+        row = cursor.fetchone()
+    except BaseException:
+        cursor.close()
+        raise
+    if row is None:
+        cursor.close()
+        return None
+    return StoredResult(tool_call_id, row[1], cursor=cursor, first=bytes(row[0]))
 
 
 async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> AsyncIterator[bytes]:
@@ -141,6 +150,7 @@ async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") 
                     yield view[start:start + SEND_BYTES]
         finally:
             await sync_to_async(pieces.close)()
+            await sync_to_async(stored.close)()
     if suffix:
         yield suffix.encode()
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.signals import request_finished
+from django.db import close_old_connections, connection
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
@@ -70,3 +72,35 @@ def test_a_call_without_a_result_says_so(api, stored_call):
     ToolResult.objects.filter(tool_call=call).delete()
     assert api.get(f"/api/tool-calls/{call.pk}/").json()["full"] is None
     assert api.get(f"/api/tool-calls/{call.pk}/result/").status_code == 404
+
+
+def open_cursors() -> int:
+    if connection.vendor != "postgresql":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_cursors WHERE name LIKE '_django_curs_%%'")
+        return cursor.fetchone()[0]
+
+
+def test_no_cursor_outlives_the_answer_read_or_not(api, stored_call, monkeypatch):
+    """PostgreSQL reads a result through a held cursor opened before the answer starts: read to
+    the end, or dropped by a client that left before the first piece, it is closed."""
+    call, _ = stored_call
+    monkeypatch.setattr(stored_result, "PIECE_BYTES", 997)
+    read = api.get(f"/api/tool-calls/{call.pk}/result/")
+    assert streamed_body(read) == column_text(call).encode()
+    assert open_cursors() == 0
+    small = api.get(f"/api/tool-calls/{call.pk}/?full=1")
+    assert small.streaming
+    assert open_cursors() in (0, 1)  # the test client has not closed the response yet
+    # What Django does when a client leaves before the body (without the signal that would
+    # close the test's connection, as the test client does itself).
+    request_finished.disconnect(close_old_connections)
+    try:
+        small.close()
+    finally:
+        request_finished.connect(close_old_connections)
+    assert open_cursors() == 0
+    monkeypatch.setattr(stored_result, "PIECE_BYTES", 1024 * 1024)
+    assert not api.get(f"/api/tool-calls/{call.pk}/").streaming
+    assert open_cursors() == 0
