@@ -272,8 +272,8 @@ def tool_call_detail(request: HttpRequest, pk) -> HttpResponse:
         return JsonResponse(data)
     # The stored JSON text goes into the answer as it is, in pieces: parsing a 40 MB result to
     # serialise it again cost ~10x its size in daphne (bench/big_results.py).
-    stored = stored_result.open_stored(call.pk)
     prefix, suffix = json.dumps(data, cls=DjangoJSONEncoder)[:-1] + ', "full": ', "}"
+    stored = stored_result.open_stored(call.pk)  # holds a database handle until read or closed
     if stored is None or stored.octets <= stored_result.PIECE_BYTES:
         full_text = stored.whole() if stored else b"null"
         return HttpResponse(prefix.encode() + full_text + suffix.encode(), content_type="application/json")
@@ -281,12 +281,10 @@ def tool_call_detail(request: HttpRequest, pk) -> HttpResponse:
 
 
 def _streamed(stored: stored_result.StoredResult | None, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
-    response = StreamingHttpResponse(stored_result.body(stored, prefix, suffix), content_type="application/json")
-    response["Content-Length"] = str(stored_result.content_length(stored, prefix, suffix))
+    content = stored_result.ResultBody(stored, prefix, suffix)
+    response = StreamingHttpResponse(content, content_type="application/json")  # Django will call content.close()
+    response["Content-Length"] = str(content.content_length())
     response["Cache-Control"] = "private, no-store"
-    if stored is not None:
-        # A client gone before the first piece: the body never runs, Django still closes the response.
-        response._resource_closers.append(stored.close)
     return response
 
 

@@ -15,6 +15,7 @@ is known before the first byte is sent, so the response still has a `Content-Len
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from django.db.models.expressions import RawSQL
 
 from inspector import pg_nul
 from tools.models import ToolResult
+
+log = logging.getLogger(__name__)
 
 PIECE_BYTES = 1024 * 1024
 SEND_BYTES = 256 * 1024
@@ -63,15 +66,18 @@ def utf8_length(text: str) -> int:
 
 @dataclass
 class StoredResult:
-    """Where a stored result's JSON text is and how long it is; `pieces()` reads it.
+    """A stored result opened for reading: its size in bytes and the handle its pieces come from.
 
-    On PostgreSQL the server-side cursor that reads it is already open (its first row told the
-    length): casting a 40 MB jsonb to text is most of the work, so it is done once. Read the
-    pieces or `close()` it."""
+    The size and the pieces come from one handle, so they agree even if the row changes while
+    the answer is sent: on SQLite one blob handle (its read transaction is a snapshot, and the
+    rowid it names is checked against the call after opening: an implicit rowid can be reused
+    by another user's row once this one is deleted); on PostgreSQL one held server-side cursor
+    whose rows carry a piece and the total length (casting a 40 MB jsonb to text is most of the
+    work, so it is done once). Read the pieces or `close()` it: it holds a database handle."""
 
     tool_call_id: object
     octets: int
-    rowid: int | None = None  # SQLite
+    blob: Any = None  # SQLite
     cursor: Any = None  # PostgreSQL, positioned after `first`
     first: bytes = b""
 
@@ -80,15 +86,12 @@ class StoredResult:
         return b"".join(self.pieces())
 
     def pieces(self) -> Iterator[bytes]:
-        """The text as UTF-8, `PIECE_BYTES` at a time."""
-        if connection.vendor == "sqlite":
-            for start in range(0, self.octets, PIECE_BYTES):
-                connection.ensure_connection()
-                with connection.connection.blobopen(ToolResult._meta.db_table, "raw", self.rowid, readonly=True) as blob:
-                    blob.seek(start)
-                    yield blob.read(PIECE_BYTES)
-            return
+        """The text as UTF-8, `PIECE_BYTES` at a time; the handle is closed at the end."""
         try:
+            if self.blob is not None:
+                for _ in range(0, self.octets, PIECE_BYTES):
+                    yield self.blob.read(PIECE_BYTES)
+                return
             yield self.first
             while self.cursor is not None and (row := self.cursor.fetchone()) is not None:
                 yield bytes(row[0])
@@ -96,10 +99,14 @@ class StoredResult:
             self.close()
 
     def close(self) -> None:
-        """Close the PostgreSQL cursor (a held cursor outlives its request otherwise)."""
-        cursor, self.cursor = self.cursor, None
-        if cursor is not None:
-            cursor.close()
+        """Release the blob or cursor (a held cursor would outlive the request on a pooled
+        connection). A connection that broke meanwhile is not an error here."""
+        handle, self.blob, self.cursor = self.blob or self.cursor, None, None
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001 - the connection is discarded by Django anyway
+                log.info("closing the reader of tool call %s's result failed", self.tool_call_id, exc_info=True)
 
 
 # PostgreSQL casts the jsonb to text once (the CTE) and a server-side cursor hands the pieces
@@ -111,18 +118,25 @@ _PG_PIECES = (
 
 
 def open_stored(tool_call_id) -> StoredResult | None:
-    """The result's size and where to read it; None if the call has no result row."""
+    """The result opened for reading; None if the call has no result row."""
+    table = ToolResult._meta.db_table
     if connection.vendor == "sqlite":
-        rows = ToolResult.objects.filter(tool_call_id=tool_call_id)
-        rowid = rows.annotate(rowid=RawSQL("rowid", [])).values_list("rowid", flat=True).first()
+        rowid = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(rowid=RawSQL("rowid", [])) \
+            .values_list("rowid", flat=True).first()
         if rowid is None:
             return None
         connection.ensure_connection()
-        with connection.connection.blobopen(ToolResult._meta.db_table, "raw", rowid, readonly=True) as blob:
-            return StoredResult(tool_call_id, len(blob), rowid)
+        blob = connection.connection.blobopen(table, "raw", rowid, readonly=True)
+        with connection.cursor() as cursor:  # same connection, same snapshot as the open blob
+            cursor.execute(f"SELECT tool_call_id FROM {table} WHERE rowid = %s", [rowid])
+            owner = cursor.fetchone()
+        if owner is None or str(owner[0]).replace("-", "") != str(tool_call_id).replace("-", ""):
+            blob.close()  # deleted, and its rowid reused, between the two statements
+            return None
+        return StoredResult(tool_call_id, len(blob), blob=blob)
     cursor = connection.chunked_cursor()
     try:
-        cursor.execute(_PG_PIECES.format(table=ToolResult._meta.db_table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
+        cursor.execute(_PG_PIECES.format(table=table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
         row = cursor.fetchone()
     except BaseException:
         cursor.close()
@@ -136,7 +150,10 @@ def open_stored(tool_call_id) -> StoredResult | None:
 async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> AsyncIterator[bytes]:
     """`prefix`, the stored text (or `null` without one), `suffix`, as bytes in `SEND_BYTES` pieces.
 
-    The pieces are read in the request's own thread (its database connection), one per step."""
+    The pieces are read in the request's own thread (its database connection), one per step.
+    A database error mid-answer ends the body short of its Content-Length (the client reports
+    a truncated answer) instead of escaping: an exception here would skip Django's closing of
+    the response, and the request's pooled connection would never be given back."""
     if prefix:
         yield prefix.encode()
     if stored is None:
@@ -148,11 +165,37 @@ async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") 
                 view = memoryview(piece)
                 for start in range(0, len(view), SEND_BYTES):
                     yield view[start:start + SEND_BYTES]
+        except Exception:  # noqa: BLE001 - see the docstring
+            log.exception("reading tool call %s's result failed mid-answer; the answer ends short", stored.tool_call_id)
+            return
         finally:
             await sync_to_async(pieces.close)()
             await sync_to_async(stored.close)()
     if suffix:
         yield suffix.encode()
+
+
+class ResultBody:
+    """The streamed content of an answer carrying a stored result, for StreamingHttpResponse.
+
+    Django calls `close()` when the response closes, in the request's thread, whether the body
+    was read to the end or the client left mid-way (an abandoned async generator is only
+    finalised later, by the garbage collector, on another thread): the blob or cursor is
+    released before the connection goes back to the pool."""
+
+    def __init__(self, stored: StoredResult | None, prefix: str = "", suffix: str = "") -> None:
+        self.stored, self.prefix, self.suffix = stored, prefix, suffix
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return body(self.stored, self.prefix, self.suffix)
+
+    def close(self) -> None:
+        if self.stored is not None:
+            self.stored.close()
+
+    def content_length(self) -> int:
+        """The byte length of what the body yields."""
+        return content_length(self.stored, self.prefix, self.suffix)
 
 
 def content_length(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> int:

@@ -4,14 +4,19 @@ and whatever characters fall on a piece boundary."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from urllib.parse import urlparse
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core.signals import request_finished
-from django.db import close_old_connections, connection
+from django.db import OperationalError, close_old_connections, connection
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from inspector.models import ApiToken
 from tests.helpers import streamed_body
 from tools import stored_result
 from tools.models import Server, ToolCall, ToolResult
@@ -82,25 +87,167 @@ def open_cursors() -> int:
         return cursor.fetchone()[0]
 
 
-def test_no_cursor_outlives_the_answer_read_or_not(api, stored_call, monkeypatch):
-    """PostgreSQL reads a result through a held cursor opened before the answer starts: read to
-    the end, or dropped by a client that left before the first piece, it is closed."""
+@pytest.fixture
+def opened(monkeypatch) -> list[stored_result.StoredResult]:
+    """Every StoredResult the views open, to check that each one's handle was released."""
+    seen = []
+
+    def open_stored(tool_call_id):
+        stored = original(tool_call_id)
+        seen.append(stored)
+        return stored
+
+    original = stored_result.open_stored
+    monkeypatch.setattr(stored_result, "open_stored", open_stored)
+    return seen
+
+
+def released(seen: list[stored_result.StoredResult]) -> bool:
+    return bool(seen) and all(s is None or (s.blob is None and s.cursor is None) for s in seen)
+
+
+def test_no_reader_outlives_the_answer_read_or_not(api, stored_call, monkeypatch, opened):
+    """A result is read through a blob handle (SQLite) or a held cursor (PostgreSQL) opened
+    before the answer starts: read to the end, or dropped by a client that left before the
+    first piece, it is closed."""
     call, _ = stored_call
     monkeypatch.setattr(stored_result, "PIECE_BYTES", 997)
     read = api.get(f"/api/tool-calls/{call.pk}/result/")
     assert streamed_body(read) == column_text(call).encode()
-    assert open_cursors() == 0
-    small = api.get(f"/api/tool-calls/{call.pk}/?full=1")
-    assert small.streaming
-    assert open_cursors() in (0, 1)  # the test client has not closed the response yet
+    assert released(opened) and open_cursors() == 0
+    opened.clear()
+    unread = api.get(f"/api/tool-calls/{call.pk}/?full=1")
+    assert unread.streaming and not released(opened)
     # What Django does when a client leaves before the body (without the signal that would
     # close the test's connection, as the test client does itself).
     request_finished.disconnect(close_old_connections)
     try:
-        small.close()
+        unread.close()
     finally:
         request_finished.connect(close_old_connections)
-    assert open_cursors() == 0
+    assert released(opened) and open_cursors() == 0
+    opened.clear()
     monkeypatch.setattr(stored_result, "PIECE_BYTES", 1024 * 1024)
     assert not api.get(f"/api/tool-calls/{call.pk}/").streaming
-    assert open_cursors() == 0
+    assert released(opened) and open_cursors() == 0
+
+
+# --- Through the ASGI application, as daphne serves it ----------------------------------------------
+
+async def asgi_get(path: str, key: str, *, leave_after: int | None = None) -> tuple[int, dict, bytes]:
+    """One GET through the app; the client leaves after `leave_after` body messages. `send`
+    yields to the loop like a real server under back-pressure, so a disconnect can land in it."""
+    from inspector.asgi import application
+
+    messages, gone, first = [], asyncio.Event(), True
+
+    async def receive():
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        messages.append(message)
+        if leave_after is not None and sum(m["type"] == "http.response.body" for m in messages) >= leave_after:
+            gone.set()
+        await asyncio.sleep(0.01)
+
+    host = urlparse(settings.PUBLIC_URL).netloc.encode()
+    await application({"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+                       "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                       "headers": [(b"host", host), (b"authorization", f"Token {key}".encode())],
+                       "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}, receive, send)
+    start = messages[0]
+    body = b"".join(bytes(m.get("body", b"")) for m in messages if m["type"] == "http.response.body")
+    return start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, body
+
+
+@pytest.fixture
+def big_call(transactional_db, user):
+    """A 3 MB result, committed (the app's threads read it with their own connections)."""
+    server = Server.objects.create(name="s", transport="streamable_http", url="http://h/mcp", owner=user)
+    call = ToolCall.objects.create(server=server, tool_name="t", origin="manual", requested_by=user, status="succeeded")
+    text = json.dumps({"content": [{"type": "text", "text": MIXED * 100_000}]}, ensure_ascii=False, separators=(",", ":"))
+    ToolResult.objects.create(tool_call=call, raw=stored_result.JSONText(text), size_bytes=0, tokens=0)
+    _, key = ApiToken.issue(user, "stream")
+    return call, key, column_text(call).encode()
+
+
+def test_a_client_leaving_mid_answer_releases_the_reader_in_its_request(big_call, opened):
+    call, key, text = big_call
+
+    async def leave():
+        answer = await asgi_get(f"/api/tool-calls/{call.pk}/result/", key, leave_after=3)
+        # Checked at once, in the same loop: an abandoned body is finalised later, by the
+        # garbage collector or the loop's shutdown, on whatever thread runs it then.
+        return answer, released(opened)
+
+    (status, headers, body), released_at_once = async_to_sync(leave)()
+    assert status == 200 and 0 < len(body) < int(headers["content-length"]) == len(text)
+    assert released_at_once and open_cursors() == 0
+    # The connection it used serves the next answer whole.
+    status, headers, body = async_to_sync(asgi_get)(f"/api/tool-calls/{call.pk}/result/", key)
+    assert status == 200 and body == text and open_cursors() == 0
+
+
+def test_a_database_error_mid_answer_ends_it_short_and_the_next_answers_are_served(big_call, opened, monkeypatch):
+    """The read fails after the first piece (a restarted database, a dropped connection): the
+    answer ends short of its Content-Length, which the client reports, and nothing escapes the
+    app (an exception there skipped closing the response: the pooled connection was never
+    given back, and after a few such errors the web process served nothing)."""
+    call, key, text = big_call
+    finished = []
+
+    def on_finished(sender, **kwargs):
+        finished.append(sender)
+
+    request_finished.connect(on_finished)
+    pieces = stored_result.StoredResult.pieces
+
+    def failing(self):
+        reader = pieces(self)
+        yield next(reader)
+        reader.close()
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(stored_result.StoredResult, "pieces", failing)
+    try:
+        status, headers, body = async_to_sync(asgi_get)(f"/api/tool-calls/{call.pk}/result/", key)
+    finally:
+        request_finished.disconnect(on_finished)
+    assert status == 200 and len(body) == stored_result.PIECE_BYTES < int(headers["content-length"])
+    assert finished, "the response was closed, so its connection went back"
+    assert released(opened) and open_cursors() == 0
+    monkeypatch.setattr(stored_result.StoredResult, "pieces", pieces)
+    assert async_to_sync(asgi_get)(f"/api/tool-calls/{call.pk}/result/", key)[2] == text
+
+
+def test_an_answer_is_the_row_as_it_was_when_it_began(big_call, other_user, opened):
+    """Deleted mid-answer (its conversation or server deleted) and replaced by another user's
+    result: the answer goes on with the row it opened, never another row's bytes (on SQLite an
+    implicit rowid is reused; reopening the row by rowid for each piece served the new row)."""
+    call, key, text = big_call
+
+    def replace_the_row():
+        ToolCall.objects.filter(pk=call.pk).delete()
+        server = Server.objects.create(name="o", transport="streamable_http", url="http://h/mcp", owner=other_user)
+        theirs = ToolCall.objects.create(server=server, tool_name="t", origin="manual", requested_by=other_user)
+        secret = json.dumps({"content": [{"type": "text", "text": "their secret " * 300_000}]})
+        ToolResult.objects.create(tool_call=theirs, raw=stored_result.JSONText(secret), size_bytes=0, tokens=0)
+
+    async def scenario():
+        from asgiref.sync import sync_to_async
+
+        task = asyncio.ensure_future(asgi_get(f"/api/tool-calls/{call.pk}/result/", key))
+        while not opened or opened[0] is None:
+            await asyncio.sleep(0.001)
+        await sync_to_async(replace_the_row, thread_sensitive=False)()
+        return await task
+
+    status, headers, body = async_to_sync(scenario)()
+    assert status == 200 and int(headers["content-length"]) == len(body)
+    assert body == text and b"their secret" not in body
+    assert released(opened)
