@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import OperationalError, connection
 from django.db.models import Expression, JSONField
 from django.db.models.expressions import RawSQL
 
@@ -66,18 +66,22 @@ def utf8_length(text: str) -> int:
 
 @dataclass
 class StoredResult:
-    """A stored result opened for reading: its size in bytes and the handle its pieces come from.
+    """A stored result opened for reading: its size in bytes and what its pieces come from.
 
-    The size and the pieces come from one handle, so they agree even if the row changes while
-    the answer is sent: on SQLite one blob handle (its read transaction is a snapshot, and the
-    rowid it names is checked against the call after opening: an implicit rowid can be reused
-    by another user's row once this one is deleted); on PostgreSQL one held server-side cursor
-    whose rows carry a piece and the total length (casting a 40 MB jsonb to text is most of the
-    work, so it is done once). Read the pieces or `close()` it: it holds a database handle."""
+    The size and the pieces agree even if the row changes while the answer is sent. On
+    PostgreSQL one held server-side cursor gives both: its rows carry a piece and the total
+    length (casting a 40 MB jsonb to text is most of the work, so it is done once). On SQLite
+    the size is the blob's, and the first piece opens one blob handle that reads the rest from
+    its snapshot, after checking that its rowid still names this call's row of that size (an
+    implicit rowid is reused by another user's row once this one is deleted). The handle is
+    opened only when the body is read: a blob held open by a response nobody reads would keep
+    its connection's read snapshot, and that connection's next write would fail "database is
+    locked". Read the pieces or `close()` it."""
 
     tool_call_id: object
     octets: int
-    blob: Any = None  # SQLite
+    rowid: int | None = None  # SQLite
+    blob: Any = None  # SQLite, once reading has begun
     cursor: Any = None  # PostgreSQL, positioned after `first`
     first: bytes = b""
 
@@ -88,7 +92,10 @@ class StoredResult:
     def pieces(self) -> Iterator[bytes]:
         """The text as UTF-8, `PIECE_BYTES` at a time; the handle is closed at the end."""
         try:
-            if self.blob is not None:
+            if self.rowid is not None:
+                self.blob = _open_blob(self.tool_call_id, self.rowid)
+                if self.blob is None or len(self.blob) != self.octets:
+                    raise OperationalError(f"the result of tool call {self.tool_call_id} changed while it was being sent")
                 for _ in range(0, self.octets, PIECE_BYTES):
                     yield self.blob.read(PIECE_BYTES)
                 return
@@ -117,26 +124,33 @@ _PG_PIECES = (
 )
 
 
+def _open_blob(tool_call_id, rowid: int):
+    """SQLite: a read handle on the call's `raw`, or None if that rowid no longer names the
+    call's row (checked on the same connection, so in the snapshot the open handle reads)."""
+    connection.ensure_connection()
+    blob = connection.connection.blobopen(ToolResult._meta.db_table, "raw", rowid, readonly=True)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT tool_call_id FROM {ToolResult._meta.db_table} WHERE rowid = %s", [rowid])
+        owner = cursor.fetchone()
+    if owner is None or str(owner[0]).replace("-", "") != str(tool_call_id).replace("-", ""):
+        blob.close()
+        return None
+    return blob
+
+
 def open_stored(tool_call_id) -> StoredResult | None:
     """The result opened for reading; None if the call has no result row."""
-    table = ToolResult._meta.db_table
     if connection.vendor == "sqlite":
         rowid = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(rowid=RawSQL("rowid", [])) \
             .values_list("rowid", flat=True).first()
-        if rowid is None:
+        blob = _open_blob(tool_call_id, rowid) if rowid is not None else None
+        if blob is None:
             return None
-        connection.ensure_connection()
-        blob = connection.connection.blobopen(table, "raw", rowid, readonly=True)
-        with connection.cursor() as cursor:  # same connection, same snapshot as the open blob
-            cursor.execute(f"SELECT tool_call_id FROM {table} WHERE rowid = %s", [rowid])
-            owner = cursor.fetchone()
-        if owner is None or str(owner[0]).replace("-", "") != str(tool_call_id).replace("-", ""):
-            blob.close()  # deleted, and its rowid reused, between the two statements
-            return None
-        return StoredResult(tool_call_id, len(blob), blob=blob)
+        with blob:
+            return StoredResult(tool_call_id, len(blob), rowid=rowid)
     cursor = connection.chunked_cursor()
     try:
-        cursor.execute(_PG_PIECES.format(table=table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
+        cursor.execute(_PG_PIECES.format(table=ToolResult._meta.db_table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
         row = cursor.fetchone()
     except BaseException:
         cursor.close()

@@ -107,8 +107,8 @@ def released(seen: list[stored_result.StoredResult]) -> bool:
 
 
 def test_no_reader_outlives_the_answer_read_or_not(api, stored_call, monkeypatch, opened):
-    """A result is read through a blob handle (SQLite) or a held cursor (PostgreSQL) opened
-    before the answer starts: read to the end, or dropped by a client that left before the
+    """A result is read through a blob handle (SQLite) or a held cursor (PostgreSQL, opened
+    before the answer starts): read to the end, or dropped by a client that left before the
     first piece, it is closed."""
     call, _ = stored_call
     monkeypatch.setattr(stored_result, "PIECE_BYTES", 997)
@@ -117,7 +117,9 @@ def test_no_reader_outlives_the_answer_read_or_not(api, stored_call, monkeypatch
     assert released(opened) and open_cursors() == 0
     opened.clear()
     unread = api.get(f"/api/tool-calls/{call.pk}/?full=1")
-    assert unread.streaming and not released(opened)
+    # PostgreSQL's cursor is open before the body (it gave the length); SQLite opens its blob
+    # only when the body is read (a blob held by an unread response blocked its connection's writes).
+    assert unread.streaming and released(opened) == (connection.vendor == "sqlite")
     # What Django does when a client leaves before the body (without the signal that would
     # close the test's connection, as the test client does itself).
     request_finished.disconnect(close_old_connections)
@@ -225,10 +227,14 @@ def test_a_database_error_mid_answer_ends_it_short_and_the_next_answers_are_serv
     assert async_to_sync(asgi_get)(f"/api/tool-calls/{call.pk}/result/", key)[2] == text
 
 
-def test_an_answer_is_the_row_as_it_was_when_it_began(big_call, other_user, opened):
-    """Deleted mid-answer (its conversation or server deleted) and replaced by another user's
-    result: the answer goes on with the row it opened, never another row's bytes (on SQLite an
-    implicit rowid is reused; reopening the row by rowid for each piece served the new row)."""
+@pytest.mark.parametrize("when", ["mid-answer", "before the first piece"])
+def test_an_answer_never_carries_another_rows_bytes(big_call, other_user, opened, monkeypatch, when):
+    """The call's result is deleted (its conversation or server deleted) and another user's
+    result stored while the answer is sent. Mid-answer, the answer goes on with the row it
+    opened; before its first piece, it may end short (PostgreSQL's cursor already holds the
+    row; SQLite opens its blob then and finds the row gone). Never another row's bytes, never
+    more than its Content-Length: on SQLite an implicit rowid is reused, and reopening the row
+    by rowid for each piece once served the new row."""
     call, key, text = big_call
 
     def replace_the_row():
@@ -238,16 +244,30 @@ def test_an_answer_is_the_row_as_it_was_when_it_began(big_call, other_user, open
         secret = json.dumps({"content": [{"type": "text", "text": "their secret " * 300_000}]})
         ToolResult.objects.create(tool_call=theirs, raw=stored_result.JSONText(secret), size_bytes=0, tokens=0)
 
+    if when == "before the first piece":
+        open_stored = stored_result.open_stored
+
+        def open_then_replace(tool_call_id):
+            stored = open_stored(tool_call_id)
+            replace_the_row()  # in the request's thread, before its body is read
+            return stored
+
+        monkeypatch.setattr(stored_result, "open_stored", open_then_replace)
+
     async def scenario():
         from asgiref.sync import sync_to_async
 
         task = asyncio.ensure_future(asgi_get(f"/api/tool-calls/{call.pk}/result/", key))
-        while not opened or opened[0] is None:
-            await asyncio.sleep(0.001)
-        await sync_to_async(replace_the_row, thread_sensitive=False)()
+        if when == "mid-answer":
+            while not opened or opened[0] is None or (opened[0].blob is None and opened[0].cursor is None):
+                await asyncio.sleep(0.001)
+            await sync_to_async(replace_the_row, thread_sensitive=False)()
         return await task
 
     status, headers, body = async_to_sync(scenario)()
-    assert status == 200 and int(headers["content-length"]) == len(body)
-    assert body == text and b"their secret" not in body
+    assert status == 200 and b"their secret" not in body
+    if when == "mid-answer" or connection.vendor == "postgresql":
+        assert body == text and int(headers["content-length"]) == len(body)
+    else:
+        assert body == b"" and int(headers["content-length"]) == len(text)
     assert released(opened)
