@@ -80,6 +80,10 @@ def test_a_call_without_a_result_says_so(api, stored_call):
 
 
 def open_cursors() -> int:
+    """The held cursors of this test's connection (which the app's sync code uses here too: an
+    outer async_to_sync thread runs the thread-sensitive parts). Compared before and after, as
+    another test's unread streamed answer may have left one (the test client closes a streamed
+    response only once it is read)."""
     if connection.vendor != "postgresql":
         return 0
     with connection.cursor() as cursor:
@@ -110,11 +114,12 @@ def test_no_reader_outlives_the_answer_read_or_not(api, stored_call, monkeypatch
     """A result is read through a blob handle (SQLite) or a held cursor (PostgreSQL, opened
     before the answer starts): read to the end, or dropped by a client that left before the
     first piece, it is closed."""
+    cursors = open_cursors()
     call, _ = stored_call
     monkeypatch.setattr(stored_result, "PIECE_BYTES", 997)
     read = api.get(f"/api/tool-calls/{call.pk}/result/")
     assert streamed_body(read) == column_text(call).encode()
-    assert released(opened) and open_cursors() == 0
+    assert released(opened) and open_cursors() == cursors
     opened.clear()
     unread = api.get(f"/api/tool-calls/{call.pk}/?full=1")
     # PostgreSQL's cursor is open before the body (it gave the length); SQLite opens its blob
@@ -127,11 +132,11 @@ def test_no_reader_outlives_the_answer_read_or_not(api, stored_call, monkeypatch
         unread.close()
     finally:
         request_finished.connect(close_old_connections)
-    assert released(opened) and open_cursors() == 0
+    assert released(opened) and open_cursors() == cursors
     opened.clear()
     monkeypatch.setattr(stored_result, "PIECE_BYTES", 1024 * 1024)
     assert not api.get(f"/api/tool-calls/{call.pk}/").streaming
-    assert released(opened) and open_cursors() == 0
+    assert released(opened) and open_cursors() == cursors
 
 
 # --- Through the ASGI application, as daphne serves it ----------------------------------------------
@@ -179,6 +184,7 @@ def big_call(transactional_db, user):
 
 
 def test_a_client_leaving_mid_answer_releases_the_reader_in_its_request(big_call, opened):
+    cursors = open_cursors()
     call, key, text = big_call
 
     async def leave():
@@ -189,10 +195,10 @@ def test_a_client_leaving_mid_answer_releases_the_reader_in_its_request(big_call
 
     (status, headers, body), released_at_once = async_to_sync(leave)()
     assert status == 200 and 0 < len(body) < int(headers["content-length"]) == len(text)
-    assert released_at_once and open_cursors() == 0
+    assert released_at_once and open_cursors() == cursors
     # The connection it used serves the next answer whole.
     status, headers, body = async_to_sync(asgi_get)(f"/api/tool-calls/{call.pk}/result/", key)
-    assert status == 200 and body == text and open_cursors() == 0
+    assert status == 200 and body == text and open_cursors() == cursors
 
 
 def test_a_database_error_mid_answer_ends_it_short_and_the_next_answers_are_served(big_call, opened, monkeypatch):
@@ -200,6 +206,7 @@ def test_a_database_error_mid_answer_ends_it_short_and_the_next_answers_are_serv
     answer ends short of its Content-Length, which the client reports, and nothing escapes the
     app (an exception there skipped closing the response: the pooled connection was never
     given back, and after a few such errors the web process served nothing)."""
+    cursors = open_cursors()
     call, key, text = big_call
     finished = []
 
@@ -222,7 +229,7 @@ def test_a_database_error_mid_answer_ends_it_short_and_the_next_answers_are_serv
         request_finished.disconnect(on_finished)
     assert status == 200 and len(body) == stored_result.PIECE_BYTES < int(headers["content-length"])
     assert finished, "the response was closed, so its connection went back"
-    assert released(opened) and open_cursors() == 0
+    assert released(opened) and open_cursors() == cursors
     monkeypatch.setattr(stored_result.StoredResult, "pieces", pieces)
     assert async_to_sync(asgi_get)(f"/api/tool-calls/{call.pk}/result/", key)[2] == text
 
