@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -106,13 +107,13 @@ class StoredResult:
             self.close()
 
     def close(self) -> None:
-        """Release the blob or cursor (a held cursor would outlive the request on a pooled
-        connection). A connection that broke meanwhile is not an error here."""
+        """Release the blob or cursor. A connection that broke meanwhile is not an error here:
+        Django discards it."""
         handle, self.blob, self.cursor = self.blob or self.cursor, None, None
         if handle is not None:
             try:
                 handle.close()
-            except Exception:  # noqa: BLE001 - the connection is discarded by Django anyway
+            except Exception:  # noqa: BLE001 - see the docstring
                 log.info("closing the reader of tool call %s's result failed", self.tool_call_id, exc_info=True)
 
 
@@ -122,6 +123,34 @@ _PG_PIECES = (
     "WITH r AS MATERIALIZED (SELECT convert_to(raw::text, 'UTF8') AS b FROM {table} WHERE tool_call_id = %s) "
     "SELECT substring(r.b FROM g FOR %s), length(r.b) FROM r, generate_series(1, length(r.b), %s) AS g ORDER BY g"
 )
+
+
+def _open_pg_cursor(tool_call_id) -> StoredResult | None:
+    """PostgreSQL: the result's pieces through a held cursor (it outlives the statement's
+    implicit transaction, so nothing stays open between pieces).
+
+    If the client leaves while the view still runs, Django never gets the response to close and
+    the connection goes back to the pool with the cursor open, the result materialised on the
+    server. Such a cursor is closed by the next result read on that connection (`CLOSE ALL`:
+    a connection serves one request at a time, so any cursor left on it is stale), and cursor
+    names are unique (Django names them by thread, and a reused thread ident could not declare
+    its own)."""
+    connection.ensure_connection()
+    conn = connection.connection
+    conn.execute("CLOSE ALL")
+    cursor = conn.cursor(name=f"stored_result_{secrets.token_hex(6)}", withhold=True)
+    stored = StoredResult(tool_call_id, 0, cursor=cursor)
+    try:
+        cursor.execute(_PG_PIECES.format(table=ToolResult._meta.db_table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
+        row = cursor.fetchone()
+    except BaseException:
+        stored.close()
+        raise
+    if row is None:
+        stored.close()
+        return None
+    stored.octets, stored.first = row[1], bytes(row[0])
+    return stored
 
 
 def _open_blob(tool_call_id, rowid: int):
@@ -148,40 +177,35 @@ def open_stored(tool_call_id) -> StoredResult | None:
             return None
         with blob:
             return StoredResult(tool_call_id, len(blob), rowid=rowid)
-    cursor = connection.chunked_cursor()
-    try:
-        cursor.execute(_PG_PIECES.format(table=ToolResult._meta.db_table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
-        row = cursor.fetchone()
-    except BaseException:
-        cursor.close()
-        raise
-    if row is None:
-        cursor.close()
-        return None
-    return StoredResult(tool_call_id, row[1], cursor=cursor, first=bytes(row[0]))
+    return _open_pg_cursor(tool_call_id)
 
 
 async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> AsyncIterator[bytes]:
     """`prefix`, the stored text (or `null` without one), `suffix`, as bytes in `SEND_BYTES` pieces.
 
     The pieces are read in the request's own thread (its database connection), one per step.
-    A database error mid-answer ends the body short of its Content-Length (the client reports
-    a truncated answer) instead of escaping: an exception here would skip Django's closing of
-    the response, and the request's pooled connection would never be given back."""
+    A database error mid-answer must not escape: Django would then never close the response and
+    the request's pooled connection would never be given back. Nor can the answer just stop:
+    daphne cannot abort an answer it has begun, so a body short of its Content-Length leaves the
+    client waiting for good. The rest of the answer is sent as spaces: it ends at once, and what
+    the client got is a JSON object cut short, which fails to parse (the error is logged)."""
     if prefix:
         yield prefix.encode()
     if stored is None:
         yield b"null"
     else:
-        pieces = stored.pieces()
+        pieces, sent = stored.pieces(), 0
         try:
             while piece := await sync_to_async(next)(pieces, b""):
                 view = memoryview(piece)
                 for start in range(0, len(view), SEND_BYTES):
                     yield view[start:start + SEND_BYTES]
+                sent += len(view)
         except Exception:  # noqa: BLE001 - see the docstring
-            log.exception("reading tool call %s's result failed mid-answer; the answer ends short", stored.tool_call_id)
-            return
+            log.exception("reading tool call %s's result failed mid-answer after %d of %d bytes; the rest is sent as "
+                          "spaces", stored.tool_call_id, sent, stored.octets)
+            for start in range(sent, stored.octets, SEND_BYTES):
+                yield b" " * min(SEND_BYTES, stored.octets - start)
         finally:
             await sync_to_async(pieces.close)()
             await sync_to_async(stored.close)()

@@ -61,19 +61,24 @@ UNREAD_BODIES = ("not json", "invalid utf-8", "raw NUL", "10 MB of garbage", "10
 
 @contextlib.contextmanager
 def body_reads():
-    """Counts the reads of a request's body (`HttpRequest.body`) while the block runs."""
+    """Counts the reads of a request's body (`HttpRequest.body`, `HttpRequest.read()`) while the
+    block runs."""
     reads = []
-    original = HttpRequest.body
+    body, read = HttpRequest.body, HttpRequest.read
 
-    def body(request):
+    def counted_body(request):
         reads.append(request.path)
-        return original.fget(request)
+        return body.fget(request)
 
-    HttpRequest.body = property(body)
+    def counted_read(request, *args, **kwargs):
+        reads.append(request.path)
+        return read(request, *args, **kwargs)
+
+    HttpRequest.body, HttpRequest.read = property(counted_body), counted_read
     try:
         yield reads
     finally:
-        HttpRequest.body = original
+        HttpRequest.body, HttpRequest.read = body, read
 
 
 def check_answer(response, label: str, method: str, path: str) -> str | None:
