@@ -101,7 +101,11 @@ class StoredResult:
                     yield self.blob.read(PIECE_BYTES)
                 return
             yield self.first
-            while self.cursor is not None and (row := self.cursor.fetchone()) is not None:
+            while self.cursor is not None:
+                with connection.wrap_database_errors:
+                    row = self.cursor.fetchone()
+                if row is None:
+                    break
                 yield bytes(row[0])
         finally:
             self.close()
@@ -137,12 +141,14 @@ def _open_pg_cursor(tool_call_id) -> StoredResult | None:
     its own)."""
     connection.ensure_connection()
     conn = connection.connection
-    conn.execute("CLOSE ALL")
-    cursor = conn.cursor(name=f"stored_result_{secrets.token_hex(6)}", withhold=True)
+    # Binary: a bytea piece comes as its bytes, not as hex text twice its size.
+    cursor = conn.cursor(name=f"stored_result_{secrets.token_hex(6)}", withhold=True, binary=True)
     stored = StoredResult(tool_call_id, 0, cursor=cursor)
     try:
-        cursor.execute(_PG_PIECES.format(table=ToolResult._meta.db_table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
-        row = cursor.fetchone()
+        with connection.wrap_database_errors:
+            conn.execute("CLOSE ALL")
+            cursor.execute(_PG_PIECES.format(table=ToolResult._meta.db_table), [tool_call_id, PIECE_BYTES, PIECE_BYTES])
+            row = cursor.fetchone()
     except BaseException:
         stored.close()
         raise
@@ -158,9 +164,13 @@ def _open_blob(tool_call_id, rowid: int):
     call's row (checked on the same connection, so in the snapshot the open handle reads)."""
     connection.ensure_connection()
     blob = connection.connection.blobopen(ToolResult._meta.db_table, "raw", rowid, readonly=True)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT tool_call_id FROM {ToolResult._meta.db_table} WHERE rowid = %s", [rowid])
-        owner = cursor.fetchone()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT tool_call_id FROM {ToolResult._meta.db_table} WHERE rowid = %s", [rowid])
+            owner = cursor.fetchone()
+    except BaseException:
+        blob.close()
+        raise
     if owner is None or str(owner[0]).replace("-", "") != str(tool_call_id).replace("-", ""):
         blob.close()
         return None
@@ -197,10 +207,12 @@ async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") 
         pieces, sent = stored.pieces(), 0
         try:
             while piece := await sync_to_async(next)(pieces, b""):
-                view = memoryview(piece)
+                view = memoryview(piece)[:stored.octets - sent]  # never past the Content-Length
                 for start in range(0, len(view), SEND_BYTES):
                     yield view[start:start + SEND_BYTES]
                 sent += len(view)
+            if sent != stored.octets:
+                raise OperationalError(f"the stored text ended after {sent} bytes")
         except Exception:  # noqa: BLE001 - see the docstring
             log.exception("reading tool call %s's result failed mid-answer after %d of %d bytes; the rest is sent as "
                           "spaces", stored.tool_call_id, sent, stored.octets)
