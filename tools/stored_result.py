@@ -8,8 +8,8 @@ Serving: a 40 MB result read as one column value and encoded for the response he
 twice and the body once (+120 MB in daphne for `GET /api/tool-calls/{id}/`,
 bench/big_results.py). Here the column's JSON text is read in pieces, each sent before the next
 is read, and never parsed: on SQLite through incremental blob I/O (the value is never loaded
-whole), on PostgreSQL from a server-side cursor over the column cast to text once. Its size in bytes
-is known before the first byte is sent, so the response still has a `Content-Length`.
+whole), on PostgreSQL from a server-side cursor over the column cast to text once. Its size in
+bytes is known before the first byte is sent, so the response still has a `Content-Length`.
 """
 
 from __future__ import annotations
