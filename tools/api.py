@@ -280,7 +280,7 @@ def tool_call_detail(request: HttpRequest, pk) -> HttpResponse:
     return _streamed(stored, prefix, suffix)
 
 
-def _streamed(stored: stored_result.StoredResult | None, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
+def _streamed(stored: stored_result.StoredResult, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
     content = stored_result.ResultBody(stored, prefix, suffix)
     response = StreamingHttpResponse(content, content_type="application/json")  # Django will call content.close()
     response["Content-Length"] = str(content.content_length())

@@ -190,8 +190,8 @@ def open_stored(tool_call_id) -> StoredResult | None:
     return _open_pg_cursor(tool_call_id)
 
 
-async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> AsyncIterator[bytes]:
-    """`prefix`, the stored text (or `null` without one), `suffix`, as bytes in `SEND_BYTES` pieces.
+async def body(stored: StoredResult, prefix: str = "", suffix: str = "") -> AsyncIterator[bytes]:
+    """`prefix`, the stored text, `suffix`, as bytes in `SEND_BYTES` pieces.
 
     The pieces are read in the request's own thread (its database connection), one per step.
     A database error mid-answer must not escape: Django would then never close the response and
@@ -201,26 +201,23 @@ async def body(stored: StoredResult | None, prefix: str = "", suffix: str = "") 
     the client got is a JSON object cut short, which fails to parse (the error is logged)."""
     if prefix:
         yield prefix.encode()
-    if stored is None:
-        yield b"null"
-    else:
-        pieces, sent = stored.pieces(), 0
-        try:
-            while piece := await sync_to_async(next)(pieces, b""):
-                view = memoryview(piece)[:stored.octets - sent]  # never past the Content-Length
-                for start in range(0, len(view), SEND_BYTES):
-                    yield view[start:start + SEND_BYTES]
-                sent += len(view)
-            if sent != stored.octets:
-                raise OperationalError(f"the stored text ended after {sent} bytes")
-        except Exception:  # noqa: BLE001 - see the docstring
-            log.exception("reading tool call %s's result failed mid-answer after %d of %d bytes; the rest is sent as "
-                          "spaces", stored.tool_call_id, sent, stored.octets)
-            for start in range(sent, stored.octets, SEND_BYTES):
-                yield b" " * min(SEND_BYTES, stored.octets - start)
-        finally:
-            await sync_to_async(pieces.close)()
-            await sync_to_async(stored.close)()
+    pieces, sent = stored.pieces(), 0
+    try:
+        while piece := await sync_to_async(next)(pieces, b""):
+            view = memoryview(piece)[:stored.octets - sent]  # never past the Content-Length
+            for start in range(0, len(view), SEND_BYTES):
+                yield view[start:start + SEND_BYTES]
+            sent += len(view)
+        if sent != stored.octets:
+            raise OperationalError(f"the stored text ended after {sent} bytes")
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.exception("reading tool call %s's result failed mid-answer after %d of %d bytes; the rest is sent as "
+                      "spaces", stored.tool_call_id, sent, stored.octets)
+        for start in range(sent, stored.octets, SEND_BYTES):
+            yield b" " * min(SEND_BYTES, stored.octets - start)
+    finally:
+        await sync_to_async(pieces.close)()
+        await sync_to_async(stored.close)()
     if suffix:
         yield suffix.encode()
 
@@ -233,22 +230,15 @@ class ResultBody:
     finalised later, by the garbage collector, on another thread): the blob or cursor is
     released before the connection goes back to the pool."""
 
-    def __init__(self, stored: StoredResult | None, prefix: str = "", suffix: str = "") -> None:
+    def __init__(self, stored: StoredResult, prefix: str = "", suffix: str = "") -> None:
         self.stored, self.prefix, self.suffix = stored, prefix, suffix
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return body(self.stored, self.prefix, self.suffix)
 
     def close(self) -> None:
-        if self.stored is not None:
-            self.stored.close()
+        self.stored.close()
 
     def content_length(self) -> int:
         """The byte length of what the body yields."""
-        return content_length(self.stored, self.prefix, self.suffix)
-
-
-def content_length(stored: StoredResult | None, prefix: str = "", suffix: str = "") -> int:
-    """The byte length of what `body()` yields."""
-    middle = stored.octets if stored is not None else len(b"null")
-    return len(prefix.encode()) + middle + len(suffix.encode())
+        return len(self.prefix.encode()) + self.stored.octets + len(self.suffix.encode())

@@ -28,15 +28,21 @@ pytestmark = pytest.mark.django_db
 MIXED = 'a-é-€-😀-漢字-"quoted"-\\-\n-\u0001-'
 
 
-@pytest.fixture
-def stored_call(user):
-    server = Server.objects.create(name="s", transport="streamable_http", url="http://h/mcp", owner=user)
+def store_call(user, raw: dict, name: str = "s") -> ToolCall:
+    """A finished call of `user` whose result is `raw`, written as the pipeline writes it (its
+    own compact UTF-8 serialisation, stored as it is)."""
+    server = Server.objects.create(name=name, transport="streamable_http", url="http://h/mcp", owner=user)
     call = ToolCall.objects.create(server=server, tool_name="t", origin="manual", requested_by=user, status="succeeded")
-    raw = {"content": [{"type": "text", "text": MIXED * 400}], "structuredContent": {"rows": [MIXED] * 50}}
-    # Written as the pipeline writes it: its own compact UTF-8 serialisation.
-    text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+    text = stored_result.serialise(raw)
     ToolResult.objects.create(tool_call=call, raw=stored_result.JSONText(text), size_bytes=stored_result.utf8_length(text),
                               tokens=1)
+    return call
+
+
+@pytest.fixture
+def stored_call(user):
+    raw = {"content": [{"type": "text", "text": MIXED * 400}], "structuredContent": {"rows": [MIXED] * 50}}
+    call = store_call(user, raw)
     assert ToolResult.objects.get(tool_call=call).raw == raw
     return call, raw
 
@@ -176,10 +182,7 @@ async def asgi_get(path: str, key: str, *, leave_after: int | None = None) -> tu
 @pytest.fixture
 def big_call(transactional_db, user):
     """A 3 MB result, committed (the app's threads read it with their own connections)."""
-    server = Server.objects.create(name="s", transport="streamable_http", url="http://h/mcp", owner=user)
-    call = ToolCall.objects.create(server=server, tool_name="t", origin="manual", requested_by=user, status="succeeded")
-    text = json.dumps({"content": [{"type": "text", "text": MIXED * 100_000}]}, ensure_ascii=False, separators=(",", ":"))
-    ToolResult.objects.create(tool_call=call, raw=stored_result.JSONText(text), size_bytes=0, tokens=0)
+    call = store_call(user, {"content": [{"type": "text", "text": MIXED * 100_000}]})
     _, key = ApiToken.issue(user, "stream")
     return call, key, column_text(call).encode()
 
@@ -202,7 +205,7 @@ def test_a_client_leaving_mid_answer_releases_the_reader_in_its_request(big_call
     assert status == 200 and body == text and open_cursors() == cursors
 
 
-def test_a_database_error_mid_answer_ends_it_short_and_the_next_answers_are_served(big_call, opened, monkeypatch):
+def test_a_database_error_mid_answer_is_padded_out_and_the_next_answers_are_served(big_call, opened, monkeypatch):
     """The read fails after the first piece (a restarted database, a dropped connection): nothing
     escapes the app (an exception there skipped closing the response: the pooled connection was
     never given back, and after a few such errors the web process served nothing)."""
@@ -252,10 +255,7 @@ def test_an_answer_never_carries_another_rows_bytes(big_call, other_user, opened
 
     def replace_the_row():
         ToolCall.objects.filter(pk=call.pk).delete()
-        server = Server.objects.create(name="o", transport="streamable_http", url="http://h/mcp", owner=other_user)
-        theirs = ToolCall.objects.create(server=server, tool_name="t", origin="manual", requested_by=other_user)
-        secret = json.dumps({"content": [{"type": "text", "text": "their secret " * 300_000}]})
-        ToolResult.objects.create(tool_call=theirs, raw=stored_result.JSONText(secret), size_bytes=0, tokens=0)
+        store_call(other_user, {"content": [{"type": "text", "text": "their secret " * 300_000}]}, name="o")
 
     if when == "before the first piece":
         open_stored = stored_result.open_stored
