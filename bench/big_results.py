@@ -185,7 +185,7 @@ def main() -> int:
         if http_server is not None:
             http_server.stop()
         procs.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(data_dir, ignore_errors=True) if not os.environ.get("KEEP_BENCH_DIR") else print(data_dir)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,14 @@ def json_text(value: str) -> str:
     return _ESCAPED_NUL.sub(r"\1\\ufffd", value) if "\\u0000" in value else value
 
 
+def json_bytes(data: bytes) -> bytes:
+    """UTF-8 JSON text with every `\\u0000` escape replaced by `\\ufffd`."""
+    return _ESCAPED_NUL_BYTES.sub(rb"\1\\ufffd", data) if b"\\u0000" in data else data
+
+
 def _json_bytes(data: Any) -> Any:
     if isinstance(data, bytes | bytearray) and b"\\u0000" in data:
-        return _ESCAPED_NUL_BYTES.sub(rb"\1\\ufffd", bytes(data))
+        return json_bytes(bytes(data))
     return data
 
 

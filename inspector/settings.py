@@ -319,6 +319,9 @@ RPC_FRAME_MAX_BYTES = _env_int("RPC_FRAME_MAX_BYTES", 64 * 1024)
 
 # --- Projection and chat ----------------------------------------------------------------
 PROJECTION_TOKEN_CAP = _env_int("PROJECTION_TOKEN_CAP", 8000)
+# A large result's structuredContent above this size is not checked against the tool's
+# outputSchema: checking needs it as Python objects, some ten times its size in the worker.
+OUTPUT_SCHEMA_CHECK_MAX_BYTES = _env_int("OUTPUT_SCHEMA_CHECK_MAX_BYTES", 8 * 1024 * 1024)
 # Tokens are counted with litellm's tokenizer for the conversation's model; calls outside a
 # conversation (manual, widget, replay) are counted as this model's (tools/tokens.py).
 TOKEN_COUNT_MODEL = os.environ.get("TOKEN_COUNT_MODEL", "").strip() or "gpt-4o-mini"

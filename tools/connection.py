@@ -51,6 +51,7 @@ from mcp_types import methods as mcp_methods
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from mcp import Client
 from mcp.client import advertise
@@ -66,6 +67,8 @@ from tools import message_parsing
 from tools.stdio import InvalidFrame, RawSessionMessage, StdioProcess, StdioStartFailed, stdio_transport
 from tools.tap import SERVER_REQUESTS, Capture, TappedTransport, TapWriter, current_capture, current_tag, wire_json
 from tools.url_secrets import mask as mask_url
+from tools.lean_http import LeanTransport, forget, kept_result
+from tools.wire_result import LEAN_METHODS, WireResult
 
 message_parsing.install()
 
@@ -105,6 +108,8 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 CLIENT_INFO = types.Implementation(name="mcp-inspector", version="0.1.0")
 _PAGE_CAP = 100  # a paginator that never ends must not hang a listing
 _CLOSE_GRACE = 8.0  # stdio shutdown is bounded by the SDK-style close-stdin/TERM/KILL sequence
+# One Streamable HTTP event (the SDK's default is 1 MB): results read lean never come near it.
+MAX_SSE_EVENT_BYTES = 256 * 1024 * 1024
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
@@ -286,6 +291,7 @@ class Connection:
         self._stdio = StdioProcess()
         self._sent_methods: dict[Any, str] = {}
         self._captures: dict[Any, Capture] = {}
+        self._lean_kept: dict[str, tuple[Any, WireResult]] = {}  # large results read lean over HTTP: token -> (request id, result)
         self._handshake: dict[str, dict[str, Any]] = {}
         self._last_invalid: InvalidFrame | None = None
         self._session_gone = False
@@ -369,6 +375,11 @@ class Connection:
         except Exception:
             logger.exception("on_frame callback raised")
 
+    def _wants_lean(self, request_id: Any) -> bool:
+        """Whether a large answer to this request may be read lean (tools/wire_result.py): a tool
+        result someone awaits raw, which is only stored and projected, never shown whole here."""
+        return request_id in self._captures and self._sent_methods.get(request_id) in LEAN_METHODS
+
     def _tap_in(self, item: SessionMessage | Exception) -> None:
         if isinstance(item, Exception):
             if isinstance(item, InvalidFrame):
@@ -383,7 +394,8 @@ class Connection:
         elif isinstance(message, JSONRPCResponse):
             # The SDK keeps a response's `result` as the plain JSON object it parsed: use it as
             # is (a big result is not copied again; unknown fields are in it).
-            wire = {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}
+            # A large result read lean over HTTP arrives as a stand-in naming it (tools/lean_http.py).
+            wire = {"jsonrpc": message.jsonrpc, "id": message.id, "result": kept_result(message.result, self._lean_kept)}
         else:
             wire = wire_json(message)
         self._emit_frame("in", wire)
@@ -419,7 +431,7 @@ class Connection:
     def _transport(self) -> Any:
         config = self.config
         if config.transport == "stdio":
-            return stdio_transport(config, self._stdio, self.on_stderr)
+            return stdio_transport(config, self._stdio, self.on_stderr, self._wants_lean)
         headers = dict(config.headers)
         if config.transport == "streamable_http":
             # read=None: response streams legitimately stay open during long calls,
@@ -430,9 +442,14 @@ class Connection:
                     connect=config.connect_timeout, read=None, write=config.call_timeout, pool=config.connect_timeout
                 ),
                 event_hooks={"response": [self._watch_http_session]},
+                transport=LeanTransport(httpx2.AsyncHTTPTransport(), self._wants_lean, self._lean_kept),
                 auth=_Bearer(str(config.key)) if config.bearer else None,
             )
-            return _owned_http(http, streamable_http_client(config.url, http_client=http))
+            # An answer read lean reaches the SDK as a small stand-in; one that is not (a lone
+            # surrogate escape, a large server request) must not fail at the SDK's 1 MB event limit.
+            return _owned_http(
+                http, streamable_http_client(config.url, http_client=http, max_sse_event_size=MAX_SSE_EVENT_BYTES)
+            )
         return sse_client(config.url, headers=headers, timeout=config.connect_timeout, sse_read_timeout=300.0,
                           auth=_Bearer(str(config.key)) if config.bearer else None)
 
@@ -440,6 +457,9 @@ class Connection:
         """A 404 for a request carrying our session id means the server forgot the session
         (it restarted): the SDK reports that as an ordinary JSON-RPC error, we call it lost."""
         if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+            if not self._session_gone:
+                logger.info("%s answered 404 to %s %s with our session id: the session is gone",
+                            self.config.name, response.request.method, response.request.url.path)
             self._session_gone = True
         if response.status_code in (401, 403):
             # The SDK turns it into "-32603 Server returned an error response"; the status matters
@@ -738,7 +758,8 @@ class Connection:
             with anyio.fail_after(timeout + 2.0):  # hard bound even if a transport write wedges
                 try:
                     fallback = await send()
-                except (ValidationError, RuntimeError):
+                except (ValidationError, PydanticSerializationError, RuntimeError):
+                    # (A result read lean, tools/wire_result.py, holds values the SDK cannot dump.)
                     if capture.result is None:
                         raise
                     fallback = None
@@ -769,6 +790,7 @@ class Connection:
             current_capture.reset(token)
             if capture.request_id is not None:
                 self._captures.pop(capture.request_id, None)
+                forget(self._lean_kept, capture.request_id)
         if capture.result is not None:
             return capture.result
         if isinstance(fallback, dict):

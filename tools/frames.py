@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tools.wire_result import LargeJSON, WireResult, total_chars
+
 PREVIEW_STRING = 1024  # characters kept of a long string
 PREVIEW_ITEMS = 20  # items kept of a long list or object
 PREVIEW_DEPTH = 8
@@ -28,7 +30,9 @@ def wire_size(value: Any, stop_above: int | None = None) -> int:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            total += len(item) + 2
+            total += getattr(item, "wire_bytes", len(item) + 2)  # a LongText: its size as sent
+        elif isinstance(item, LargeJSON):
+            total += item.wire_bytes
         elif isinstance(item, dict):
             total += 2 + max(len(item) - 1, 0)
             for key, child in item.items():
@@ -49,9 +53,11 @@ def wire_size(value: Any, stop_above: int | None = None) -> int:
 def preview(value: Any, depth: int = 0) -> Any:
     """A copy of `value` with long strings and lists cut, each cut saying how much it left out."""
     if isinstance(value, str):
-        if len(value) <= PREVIEW_STRING:
-            return value
-        return f"{value[:PREVIEW_STRING]}… [{len(value) - PREVIEW_STRING:,} more characters not stored in the log]"
+        if total_chars(value) <= PREVIEW_STRING:
+            return str(value)
+        return f"{value[:PREVIEW_STRING]}… [{total_chars(value) - PREVIEW_STRING:,} more characters not stored in the log]"
+    if isinstance(value, LargeJSON):
+        return f"[{value.kind} of {value.wire_bytes:,} bytes not stored in the log]"
     if depth >= PREVIEW_DEPTH and isinstance(value, dict | list):
         return f"[{type(value).__name__} of {len(value)} items not stored in the log]"
     if isinstance(value, dict):
@@ -69,6 +75,7 @@ def preview(value: Any, depth: int = 0) -> Any:
 
 def for_storage(message: dict[str, Any], limit: int) -> tuple[dict[str, Any], int, bool]:
     """(payload to store, size in bytes, whether the payload is a preview) for one frame."""
-    if wire_size(message, stop_above=limit) <= limit:
+    # A large result read lean (tools/wire_result.py) is never held whole: always a preview.
+    if not isinstance(message.get("result"), WireResult) and wire_size(message, stop_above=limit) <= limit:
         return message, len(json.dumps(message, ensure_ascii=False).encode()), False
     return preview(message), wire_size(message), True

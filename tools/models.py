@@ -508,11 +508,23 @@ class OAuthFlow(models.Model):
         ordering = ["-created_at"]
 
 
+class StoredJSONField(models.JSONField):
+    """A JSONField without SQLite's `JSON_VALID` CHECK constraint.
+
+    Every value is checked JSON before it is written (a worker's own serialisation, or a large
+    result's bytes that msgspec checked, tools/wire_result.py). The constraint re-parsed a 40 MB
+    result inside SQLite on every insert, and it refused the zeroblob a large result is written
+    into piece by piece (tools/stored_result.py `create`)."""
+
+    def db_check(self, connection):
+        return None
+
+
 class ToolResult(models.Model):
     """The full CallToolResult exactly as received: what browsers and widgets get."""
 
     tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="full_result", primary_key=True)
-    raw = models.JSONField(help_text="The JSON-RPC `result` as on the wire, unknown fields kept.")
+    raw = StoredJSONField(help_text="The JSON-RPC `result` as on the wire, unknown fields kept.")
     size_bytes = models.PositiveIntegerField()
     tokens = models.PositiveIntegerField()
     schema_valid = models.BooleanField(null=True, help_text="Null when the tool declares no outputSchema.")

@@ -21,8 +21,9 @@ from django.utils import timezone
 from tools import deadlines, events, input_rounds, remote, stored_result, tokens
 from tools.connection import CallTimeout
 from tools.url_secrets import redact
-from tools.models import Projection, Server, Tool, ToolCall, ToolResult
+from tools.models import Projection, Server, Tool, ToolCall
 from tools.projection import Outcome, project
+from tools.wire_result import LargeJSON, WireResult
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,15 @@ def validate_output(schema: dict | None, raw: dict[str, Any]) -> tuple[bool | No
         return None, ""
     if "structuredContent" not in raw:
         return False, "The tool declares an outputSchema but the result has no structuredContent."
+    structured = raw["structuredContent"]
+    if isinstance(structured, LargeJSON):  # a large result read lean (tools/wire_result.py)
+        limit = settings.OUTPUT_SCHEMA_CHECK_MAX_BYTES
+        if structured.wire_bytes > limit:
+            return None, (f"Not checked against the outputSchema: its structuredContent is {structured.wire_bytes:,} "
+                          f"bytes, over OUTPUT_SCHEMA_CHECK_MAX_BYTES ({limit:,}).")
+        structured = structured.decode()
     try:
-        jsonschema.validate(raw["structuredContent"], schema)
+        jsonschema.validate(structured, schema)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         return False, f"structuredContent does not match the outputSchema at {where}: {exc.message}"
@@ -120,9 +128,12 @@ def _claim(tool_call_id) -> ToolCall | None:
 RUNNING_ONLY = (ToolCall.Status.RUNNING,)
 
 
-def _serialise(call: ToolCall, raw: dict) -> tuple[str, int, int]:
+def _serialise(call: ToolCall, raw: dict) -> tuple[Any, int, int]:
     """The full result as JSON text, with its size in bytes and tokens: the one serialisation
-    of it, measured here and stored as it is (a 40 MB result must not be copied again)."""
+    of it, measured here and stored as it is (a 40 MB result must not be copied again). A large
+    result read lean is stored as the bytes its server sent (tools/wire_result.py)."""
+    if isinstance(raw, WireResult):
+        return raw.wire, len(raw.wire), tokens.estimate_utf8(raw.wire, token_model(call))
     text = stored_result.serialise(raw)
     return text, stored_result.utf8_length(text), tokens.estimate(text, token_model(call))
 
@@ -147,9 +158,8 @@ def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None,
         full = None
         if raw is not None:
             text, size_bytes, size_tokens = serialised
-            full = ToolResult.objects.create(
-                tool_call=call, raw=stored_result.JSONText(text), size_bytes=size_bytes, tokens=size_tokens,
-                schema_valid=schema[0], schema_error=schema[1],
+            full = stored_result.create(
+                call, text, size_bytes=size_bytes, tokens=size_tokens, schema_valid=schema[0], schema_error=schema[1],
             )
             full.raw = raw
         projection = Projection.objects.create(
@@ -186,7 +196,9 @@ def _finish(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, err
         try:
             return _write_rows(call, status, outcome, raw, schema, serialised, error, ending)
         except IntegrityError:
-            return False  # another delivery wrote the rows first
+            if Projection.objects.filter(tool_call_id=call.pk).exists():
+                return False  # another delivery wrote the rows first
+            raise  # anything else refused the rows: not to be mistaken for that
         except (OperationalError, InterfaceError) as exc:
             if attempt == FINISH_ATTEMPTS - 1:
                 raise
@@ -310,6 +322,8 @@ def _call_through_rounds(call: ToolCall, server: Server, timeout: float, hard_ma
                          timeout=max(timeout, hard_max) + settings.MCP_CONNECT_TIMEOUT + 5, user_id=call.requested_by_id)
         if not input_rounds.is_input_required(raw):
             return raw
+        if isinstance(raw, WireResult):
+            raw = raw.whole()  # a large input round is stored as data: read it all
         if input_rounds.store_round(call, raw).pending:
             return None
         if not raw.get("inputRequests"):

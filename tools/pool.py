@@ -240,6 +240,7 @@ class Pool:
         previous = self._by_identity.get(config.identity)
         if previous is not None and previous != fp:
             # Same server, new settings: the old connection must not linger.
+            logger.info("%s: settings changed; closing the connection made with the old ones", config.name)
             await self._drop_fingerprint(previous)
         self._by_identity[config.identity] = fp
         lock = self._locks.setdefault(fp, asyncio.Lock())
@@ -249,6 +250,9 @@ class Pool:
                 if entry.connection.alive:
                     entry.last_used = time.monotonic()
                     return entry
+                # Logged: calls still in flight on it end "connection lost" when it closes.
+                logger.info("%s: the pooled connection is no longer usable; closing it and connecting again",
+                            config.name)
                 await self._discard(entry)
             await self._wait_backoff(config, fp, deadline)
             connection = Connection(

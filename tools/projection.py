@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from tools import tokens
+from tools.wire_result import LargeJSON, LongText, WireResult, is_blank, total_chars
 
 APP_POLICY = "app"
 POLICIES = ("content-first", "strict", "forward-all")
@@ -80,7 +81,8 @@ def _block_text(block: Any) -> str:
         return json.dumps(block, ensure_ascii=False)
     kind = block.get("type")
     if kind == "text":
-        return str(block.get("text", ""))
+        text = block.get("text", "")
+        return text if isinstance(text, str) else str(text)  # a LongText stays one
     if kind in ("image", "audio"):
         size = len(str(block.get("data", ""))) * 3 // 4
         return f"[{kind} ({block.get('mimeType', 'unknown type')}, {size} bytes) shown to the user, not included here]"
@@ -94,7 +96,7 @@ def _block_text(block: Any) -> str:
             return json.dumps(block, ensure_ascii=False)
         uri = res.get("uri", "")
         if "text" in res:
-            return f"[resource {uri}]\n{res['text']}"
+            return join_texts([f"[resource {uri}]", res["text"] if isinstance(res["text"], str) else str(res["text"])])
         return f"[binary resource {uri} ({res.get('mimeType', 'unknown type')}) not included]"
     return json.dumps(block, ensure_ascii=False)
 
@@ -135,22 +137,36 @@ def _longest_prefix_within(text: str, budget: int, model: str | None, known: int
     return lo, lo_count
 
 
+def join_texts(parts: list[str], separator: str = "\n") -> str:
+    """`separator.join(parts)`, still a LongText (full length, token estimate) if a part is one."""
+    if not any(isinstance(p, LongText) and p.total_chars > len(p) for p in parts):
+        return separator.join(parts)
+    return LongText.concat(parts, separator)
+
+
+def _estimate_all(text: str, model: str | None, exact_limit: int) -> int:
+    if isinstance(text, LongText) and text.total_chars > len(text):
+        return text.estimate_tokens(model)
+    return tokens.estimate(text, model, exact_limit=exact_limit)
+
+
 def cap_text(text: str, token_cap: int, model: str | None = None) -> tuple[str, dict[str, str] | None]:
     """`text` if it fits in `token_cap` real tokens of `model`; else a prefix plus a note saying what was cut.
 
     The result, note included, is at most `max(token_cap, 1)` tokens by litellm's counter for `model`.
+    `text` may be a LongText (a prefix of a text too long to hold): it is cut from that prefix.
     """
     cap = max(token_cap, 1)
-    total = len(text)
+    total = total_chars(text)
     window = min(total, cap * WINDOW_CHARS_PER_TOKEN + 1024)
     head_count = tokens.count(text[:window], model)
     while head_count <= cap and window < min(total, MAX_WINDOW_CHARS):
         window = min(total, window * 4, MAX_WINDOW_CHARS)
         head_count = tokens.count(text[:window], model)
     if window == total and head_count <= cap:
-        return text, None
+        return str(text), None
     head = text[:window]
-    total_tokens = head_count if window == total else tokens.estimate(text, model, exact_limit=window)
+    total_tokens = head_count if window == total else _estimate_all(text, model, window)
 
     longest_note = NOTE.format(cut=total, total=total, tokens=total_tokens, cap=token_cap)
     budget = cap - tokens.count(longest_note, model)
@@ -185,6 +201,8 @@ def project(
     if not isinstance(result, dict):
         result = {"content": [{"type": "text", "text": json.dumps(result, ensure_ascii=False)}]}
     applied = APP_POLICY if is_app else policy
+    if applied == "forward-all" and isinstance(result, WireResult):
+        result = result.whole()  # the model is sent all of it, so all of it is read
     removed: list[dict[str, str]] = []
     is_error = bool(result.get("isError"))
 
@@ -212,9 +230,12 @@ def project(
 
         structured = result.get("structuredContent")
         # Blank text blocks say nothing: content-first then falls back to structuredContent.
-        blank = all(isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in blocks)
+        blank = all(isinstance(b, dict) and b.get("type") == "text"
+                    and is_blank(b["text"] if isinstance(b.get("text"), str) else str(b.get("text", ""))) for b in blocks)
         if "structuredContent" in result:
             if applied == "content-first" and blank and structured is not None:
+                if isinstance(structured, LargeJSON):
+                    structured = structured.decode()  # the model is sent (a prefix of) it as text
                 clean = _strip_meta(structured, "structuredContent", removed)
                 blocks = [{"type": "text", "text": json.dumps(clean, ensure_ascii=False, sort_keys=True)}]
                 removed.append({"path": "structuredContent", "reason": "serialised as text because content was empty"})
@@ -229,11 +250,15 @@ def project(
         payload = {"content": blocks}
         if is_error:
             payload["isError"] = True
-        text = "\n".join(t for t in (_block_text(b) for b in blocks) if t)
-        if is_error and text.strip():  # a blank error text gets the "without a message" note below
-            text = f"Tool error: {text}"
+        text = join_texts([t for t in (_block_text(b) for b in blocks) if t])
+        if is_error and not is_blank(text):  # a blank error text gets the "without a message" note below
+            text = join_texts(["Tool error: ", text], "")
 
-    if not text.strip():
+    # Blocks of whitespace only are not sent (however long): the model gets a note instead.
+    blank_blocks = is_blank(text) and any(isinstance(b, dict) and b.get("text") for b in payload.get("content") or [])
+    if blank_blocks:
+        removed.append({"path": "content", "reason": "whitespace only: replaced by a note"})
+    if is_blank(text):
         if is_error:
             text = "Tool error: the tool reported an error without a message."
         elif applied == APP_POLICY:
@@ -243,7 +268,8 @@ def project(
     text, cut = cap_text(text, token_cap, model)
     if cut:
         removed.append(cut)
-        # The model gets the cut text: the stored payload is that, not the blocks it was cut from.
+    if cut or blank_blocks:
+        # The model gets the cut text or the note: the stored payload is that, not the blocks.
         payload = {"content": [{"type": "text", "text": text}]}
         if is_error:
             payload["isError"] = True

@@ -116,6 +116,10 @@ class FrameRecorder:
 
             alive = set(Server.objects.filter(pk__in={r.server_id for r in rows}).values_list("pk", flat=True))
             rows = [r for r in rows if r.server_id in alive]
+            for row in rows:
+                # The failed insert numbered them (SQLite: its COMMIT failed after the INSERT);
+                # another writer may hold those numbers now.
+                row.pk = None
             RpcFrame.objects.bulk_create(rows)
         publish(LOG_GROUP, {"type": "rpc.frames", "frames": [row.as_event() for row in rows]})
         close_old_connections()

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
+from tools.wire_result import lean_envelope
 
 if TYPE_CHECKING:
     from tools.connection import ServerConfig
@@ -84,9 +85,21 @@ def parse_line(line: str) -> SessionMessage | Exception:
     return RawSessionMessage(message, raw=raw)
 
 
+def lean_message(line: bytes | bytearray, lean_for: Callable[[Any], bool] | None) -> SessionMessage | None:
+    """A large answer that `lean_for(its id)` wants, read lean, never decoded whole
+    (tools/wire_result.py); None for every other line (parse it as usual)."""
+    found = lean_envelope(line, lean_for) if lean_for is not None else None
+    if found is None:
+        return None
+    request_id, result = found
+    message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+    return RawSessionMessage(message, raw={"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
 @asynccontextmanager
 async def stdio_transport(
-    config: ServerConfig, state: StdioProcess, on_stderr: Callable[[str], None] | None
+    config: ServerConfig, state: StdioProcess, on_stderr: Callable[[str], None] | None,
+    lean_for: Callable[[Any], bool] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Newline-delimited JSON-RPC over a child's stdin/stdout, modelled on ``mcp.client.stdio``.
 
@@ -111,26 +124,29 @@ async def stdio_transport(
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def stdout_reader() -> None:
-        # The start of a line still being read, as the chunks it came in: a 40 MB line arrives in
-        # ~600 chunks, and appending each to one growing bytes object copied ~25 GB.
-        pending: list[bytes] = []
+        # The line being read grows in place (a large bytearray is grown by remapping, not
+        # copying); a finished line is handed on whole and never copied: a 40 MB answer costs
+        # the worker its 40 MB once.
+        line = bytearray()
         async with read_send:
             try:
                 async for chunk in process.stdout:  # type: ignore[union-attr]
-                    if b"\n" not in chunk:
-                        pending.append(chunk)
-                        continue
-                    lines = chunk.split(b"\n")
-                    pending.append(lines[0])
-                    lines[0] = b"".join(pending)
-                    pending = [lines.pop()]
-                    while lines:
-                        # Each copy of a big line is let go as soon as the next exists.
-                        text = lines.pop(0).decode("utf-8", errors="replace").strip()
-                        if text:
-                            message, text = parse_line(text), ""
+                    start = 0
+                    while (end := chunk.find(b"\n", start)) >= 0:
+                        line += memoryview(chunk)[start:end]
+                        start = end + 1
+                        done, line = line, bytearray()
+                        message = lean_message(done, lean_for)
+                        if message is None:
+                            # Each copy of a big line is let go as soon as the next exists.
+                            text, done = done.decode("utf-8", errors="replace").strip(), None
+                            if text:
+                                message, text = parse_line(text), ""
+                        done = None  # a lean message keeps what it needs of it
+                        if message is not None:
                             await read_send.send(message)
-                            message = None  # not kept until the next line arrives
+                        message = None  # not kept until the next line arrives
+                    line += memoryview(chunk)[start:]
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
                 pass
             # EOF: give the exit code and last stderr lines a moment to arrive, for a clearer error.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.db.models import Expression, JSONField
 from django.db.models.expressions import RawSQL
 
@@ -63,6 +63,76 @@ def utf8_length(text: str) -> int:
     if text.isascii():
         return len(text)
     return sum(len(text[i:i + MEASURE_CHARS].encode()) for i in range(0, len(text), MEASURE_CHARS))
+
+
+class ZeroBlob(Expression):
+    """SQLite: a value of `octets` zero bytes, written in pieces afterwards (write_blob)."""
+
+    output_field = JSONField()
+
+    def __init__(self, octets: int) -> None:
+        super().__init__()
+        self.octets = octets
+
+    def as_sql(self, compiler, connection):
+        return "zeroblob(%s)", [self.octets]
+
+
+class UploadedJSON(Expression):
+    """PostgreSQL: the JSON text uploaded in pieces in this transaction (upload_pg)."""
+
+    output_field = JSONField()
+
+    def as_sql(self, compiler, connection):
+        return (f"(SELECT convert_from(string_agg(piece, ''::bytea ORDER BY n), 'UTF8')::jsonb "
+                f"FROM {UPLOAD_TABLE})"), []
+
+
+UPLOAD_TABLE = "stored_result_upload"
+
+
+def create(call: Any, text: Any, **fields: Any) -> ToolResult:
+    """Insert a call's full-result row. `text` is a str written as it is, or UTF-8 bytes (a
+    large result as its server sent it, tools/wire_result.py) written in `PIECE_BYTES` pieces:
+    one parameter holding it would be copied whole by the driver, and on SQLite once more into
+    the record. Call it inside the transaction that writes the call's other rows.
+
+    On SQLite such a value is stored as a BLOB of the UTF-8 text (written through incremental
+    blob I/O into a zeroblob), read back like any other: do not query into it with SQLite's JSON
+    functions, which take a BLOB for their own binary format."""
+    if isinstance(text, str):
+        return ToolResult.objects.create(tool_call=call, raw=JSONText(text), **fields)
+    data = memoryview(text)
+    if connection.vendor == "postgresql":
+        with transaction.atomic():  # the upload's rows last until its end (ON COMMIT DELETE ROWS)
+            _upload_pg(_nul_free(data))
+            full = ToolResult.objects.create(tool_call=call, raw=UploadedJSON(), **fields)
+            with connection.cursor() as cursor:
+                cursor.execute(f"DELETE FROM {UPLOAD_TABLE}")  # so another upload in this transaction starts empty
+        return full
+    full = ToolResult.objects.create(tool_call=call, raw=ZeroBlob(len(data)), **fields)
+    rowid = ToolResult.objects.filter(pk=full.pk).annotate(rowid=RawSQL("rowid", [])).values_list("rowid", flat=True).get()
+    with connection.connection.blobopen(ToolResult._meta.db_table, "raw", rowid, readonly=False) as blob:
+        for start in range(0, len(data), PIECE_BYTES):
+            blob.write(data[start:start + PIECE_BYTES])
+    return full
+
+
+def _upload_pg(data: memoryview) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {UPLOAD_TABLE} (n integer PRIMARY KEY, piece bytea) "
+                       "ON COMMIT DELETE ROWS")
+        for n, start in enumerate(range(0, len(data), PIECE_BYTES)):
+            cursor.execute(f"INSERT INTO {UPLOAD_TABLE} VALUES (%s, %s)", [n, data[start:start + PIECE_BYTES]])
+
+
+def _nul_free(data: memoryview) -> memoryview:
+    """`data` with its `\\u0000` escapes replaced (inspector/pg_nul.py), looked for piece by
+    piece; copied only if it holds one."""
+    for start in range(0, len(data), PIECE_BYTES):
+        if b"\\u0000" in bytes(data[max(start - 5, 0):start + PIECE_BYTES]):
+            return memoryview(pg_nul.json_bytes(bytes(data)))
+    return data
 
 
 @dataclass

@@ -19,6 +19,7 @@ costs milliseconds instead of seconds, at an error of a few percent on uniform d
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -72,7 +73,47 @@ def estimate(text: str, model: str | None = None, exact_limit: int = EXACT_LIMIT
     """Exact up to `exact_limit` characters; above it, extrapolated from evenly spaced samples."""
     if len(text) <= max(exact_limit, SAMPLES * SAMPLE_CHARS):
         return count(text, model)
-    step = (len(text) - SAMPLE_CHARS) / (SAMPLES - 1)
-    samples = [text[round(i * step):round(i * step) + SAMPLE_CHARS] for i in range(SAMPLES)]
+    return extrapolate([text[start:stop] for start, stop in sample_spans(len(text))], len(text), model)
+
+
+def sample_spans(total_chars: int) -> list[tuple[int, int]]:
+    """Where `estimate()` samples a text of `total_chars` characters (SAMPLES evenly spaced spans)."""
+    step = (total_chars - SAMPLE_CHARS) / (SAMPLES - 1)
+    return [(round(i * step), round(i * step) + SAMPLE_CHARS) for i in range(SAMPLES)]
+
+
+def extrapolate(samples: list[str] | tuple[str, ...], total_chars: int, model: str | None = None) -> int:
+    """The tokens of a text of `total_chars` characters, from samples of it (a text too long to
+    hold whole is sampled while it is decoded: tools/wire_result.py)."""
     counted = sum(count(s, model) for s in samples)
-    return max(1, round(counted * len(text) / sum(len(s) for s in samples)))
+    return max(1, round(counted * total_chars / max(sum(len(s) for s in samples), 1)))
+
+
+def estimate_utf8(data: Any, model: str | None = None) -> int:
+    """`estimate()` of UTF-8 JSON text given as bytes (a large result as its server sent it),
+    sampled by byte offsets: only the samples are decoded. Counted as the inspector's own
+    serialisation would be (non-ASCII characters as themselves, not `\\uXXXX` escapes), so a
+    result's token count does not depend on how its server escapes text."""
+    view = memoryview(data)
+    if len(view) <= max(EXACT_LIMIT_CHARS, SAMPLES * SAMPLE_CHARS):
+        return count(_unescaped(bytes(view)), model)
+    spans = [bytes(view[start:stop]) for start, stop in sample_spans(len(view))]
+    counted = sum(count(_unescaped(s), model) for s in spans)
+    return max(1, round(counted * len(view) / sum(len(s) for s in spans)))
+
+
+# An escaped backslash (kept), a surrogate pair, or one \uXXXX escape.
+_ESCAPE = re.compile(rb"(\\\\)|\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})|\\u([0-9a-f]{4})", re.IGNORECASE)
+
+
+def _unescaped(sample: bytes) -> str:
+    """A piece of JSON text with its non-ASCII `\\uXXXX` escapes written as the characters."""
+    def character(match: re.Match[bytes]) -> bytes:
+        if match[1]:
+            return match[1]
+        if match[2]:
+            return chr(0x10000 + ((int(match[2], 16) - 0xD800) << 10) + int(match[3], 16) - 0xDC00).encode()
+        code = int(match[4], 16)
+        return match[0] if code < 0x80 or 0xD800 <= code < 0xE000 else chr(code).encode()
+
+    return _ESCAPE.sub(character, sample).decode("utf-8", errors="ignore")

@@ -93,6 +93,7 @@ function show(call) {
   const schema = document.getElementById("schema-status");
   if (call.schema_valid === true) { schema.className = "badge ok"; schema.textContent = "structuredContent matches the outputSchema"; }
   else if (call.schema_valid === false) { schema.className = "badge danger"; schema.textContent = `Output schema validation failed: ${call.schema_error}`; }
+  else if (call.schema_error) { schema.className = "badge warn"; schema.textContent = call.schema_error; }  // e.g. too large to check
   else if (!call.has_result || call.status !== "succeeded") { schema.className = "muted"; schema.textContent = "Not validated: the call did not return a successful result."; }
   else { schema.className = "muted"; schema.textContent = "No outputSchema to validate against."; }
   showFull(call);

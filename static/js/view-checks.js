@@ -103,6 +103,7 @@ export class ViewChecks {
   call(call, tool) {
     if (call.schema_valid === true) this.set("schema", "pass", "Validated when the result was stored.");
     else if (call.schema_valid === false) this.set("schema", "fail", call.schema_error || "Did not validate.");
+    else if (call.schema_error) this.set("schema", "warn", call.schema_error);  // e.g. too large to check
     else if (!call.has_result) this.set("schema", "na", `No result (${call.status}).`);
     else this.set("schema", "na", "The tool declares no outputSchema.");
     const visibility = tool?.visibility?.length ? tool.visibility : ["model", "app"];

@@ -73,7 +73,11 @@ def test_two_webs_and_two_workers_lose_and_repeat_nothing_under_load(
     else:  # no pool: a connection per request thread or worker thread (tests/inspector/test_connections.py)
         bound = CONCURRENT + 4 + 8 + ALLOWANCE
     started = time.monotonic()
-    with peak_db_connections(pids) as peak, httpx.Client(headers={"Authorization": f"Token {key}"}, timeout=60) as http:
+    # As many kept-alive connections as threads (see test_connections.py: httpcore 1.0.9's pool race).
+    limits = httpx.Limits(max_connections=CONCURRENT, max_keepalive_connections=CONCURRENT)
+    with peak_db_connections(pids) as peak, httpx.Client(
+        headers={"Authorization": f"Token {key}"}, timeout=60, limits=limits
+    ) as http:
         def call(i: int) -> int:
             url = f"{webs[i % 2]}/api/servers/{basic_server.pk}/tools/echo/call/"
             return http.post(url, json={"arguments": {"text": f"load {i}"}}).status_code

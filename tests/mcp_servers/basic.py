@@ -123,6 +123,19 @@ def big_structured(megabytes: float) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=f"{len(rows)} rows")], structured_content={"rows": rows})
 
 
+MIXED_UNIT = 'héllo "wörld" \\ 日本語 😀\n\t'  # tests/tools/test_wire_result.py builds the same text
+
+
+@mcp.tool()
+def big_mixed(megabytes: float, error: bool = False) -> CallToolResult:
+    """A long non-ASCII text (escapes, emoji) and a structuredContent with a NUL and a float
+    Python's json writes otherwise (1e-07): a large result read lean (tools/wire_result.py)."""
+    text = MIXED_UNIT * int(megabytes * 1024 * 1024 / len(MIXED_UNIT.encode()))
+    rows = [{"id": i, "label": "row-%08d" % i} for i in range(int(megabytes * 1024 * 1024 / 40))]
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error,
+                          structured_content={"tiny": 1e-7, "nul": "a\x00b", "rows": rows}, _meta={"note": "META-MARKER"})
+
+
 @mcp.tool(structured_output=False)
 def crash() -> str:
     """Kill the server process while the call is in flight."""

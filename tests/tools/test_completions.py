@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import login_page, refresh_tools
+from tests.helpers import login_page, refresh_tools, wait_for
 from tools.models import RpcFrame
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -28,6 +28,8 @@ def test_prompt_arguments_and_template_variables_get_the_servers_suggestions(api
     template = {"type": "ref/resource", "uri": "greeting://{name}"}
     assert complete(api, basic_server, template, "name", "G").json()["values"] == ["Grace", "Guido"]
     sent = RpcFrame.objects.filter(server=basic_server, method="completion/complete", direction="out")
+    # The worker writes its log in batches, after the answers: wait for the last one (seen 3 of 4 in CI).
+    wait_for(lambda: sent.count() >= 4, timeout=10, message="the four requests in the frame log")
     assert sent.count() == 4 and sent.filter(payload__params__context__arguments__name="Ada").count() == 1
 
 

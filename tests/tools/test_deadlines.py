@@ -310,4 +310,5 @@ def test_the_sweep_leaves_a_call_with_a_long_override_alone(asks, small_worker):
     assert time.monotonic() - began > 7
     assert call.attempts == 1  # never taken over (a takeover counts an attempt and sends tools/call again)
     sent = RpcFrame.objects.filter(method="tools/call", direction="out", payload__params__arguments__tag=tag)
+    wait_for(sent.exists, timeout=10, message="the call in the frame log (written in batches)")
     assert sent.count() == 1

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from django.utils import timezone
 
 from tests.helpers import refresh_tools, run_call
 from tools.frames import for_storage, preview, wire_size
@@ -74,3 +75,47 @@ def test_frames_of_a_server_deleted_meanwhile_are_dropped_quietly(basic_server, 
     assert list(RpcFrame.objects.filter(rpc_id="7").values_list("server_id", flat=True)) == [basic_server.pk]
     assert not RpcFrame.objects.filter(server_id=gone_pk).exists()
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_frames_written_again_after_a_dead_server_take_fresh_ids(basic_server, user, monkeypatch):
+    """The failed insert numbered the batch's rows (SQLite: before its COMMIT failed on the dead
+    server's key); another writer may take those numbers before the retry. Seen in CI: the retry
+    failed "UNIQUE constraint failed: tools_rpcframe.id" and the whole batch was lost."""
+    from django.db import IntegrityError
+
+    from tools.models import Server
+    from tools.rpclog import FrameRecorder
+
+    gone = Server.objects.create(name="gone", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
+    gone_pk = gone.pk
+    gone.delete()
+    real_bulk_create = RpcFrame.objects.bulk_create
+    calls = []
+
+    def bulk_create_with_a_writer_in_between(rows, *args, **kwargs):
+        calls.append(len(rows))
+        try:
+            return real_bulk_create(rows, *args, **kwargs)
+        except IntegrityError:
+            # Other processes write their frames now, taking the next free ids.
+            for _ in rows:
+                RpcFrame.objects.create(server=basic_server, direction="in", kind="notification", method="other",
+                                        payload={}, size_bytes=2, at=timezone.now())
+            raise
+
+    monkeypatch.setattr(RpcFrame.objects, "bulk_create", bulk_create_with_a_writer_in_between)
+    recorder = FrameRecorder()
+
+    class Config:
+        def __init__(self, key):
+            self.key = key
+
+    at = time.time()
+    recorder(Config(gone_pk), "in", {"jsonrpc": "2.0", "method": "notifications/message", "params": {}}, at)
+    for i in range(3):
+        recorder(Config(basic_server.pk), "out", {"jsonrpc": "2.0", "id": 70 + i, "method": "ping"}, at)
+    recorder.flush()
+    assert len(calls) == 2
+    assert sorted(RpcFrame.objects.filter(method="ping").values_list("rpc_id", flat=True)) == ["70", "71", "72"]
+    assert RpcFrame.objects.filter(method="other").count() == 4

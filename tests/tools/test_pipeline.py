@@ -220,4 +220,4 @@ def test_a_result_with_nul_characters_is_stored_on_every_database(basic_server):
     projection = Projection.objects.get(tool_call=call)
     assert projection.payload["content"][0]["text"] == expected and expected in projection.text
     frames = RpcFrame.objects.filter(server=basic_server, method="tools/call")
-    assert {f.direction for f in frames} == {"in", "out"}
+    wait_for(lambda: {f.direction for f in frames} == {"in", "out"}, timeout=10, message="both frames in the log (written in batches)")

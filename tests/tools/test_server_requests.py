@@ -268,7 +268,8 @@ def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, as
     assert call.progress == {"progress": 4, "total": 4, "message": "step 4 of 4"}
     logs = api.get(f"/api/tool-calls/{call_id}/logs/").json()["logs"]
     assert [(entry["level"], entry["text"]) for entry in logs] == [("info", f"working on step {i}") for i in range(1, 5)]
-    frame = RpcFrame.objects.filter(server=asks_stdio, method="tools/call", direction="out").order_by("-at").first()
+    frame = wait_for(lambda: RpcFrame.objects.filter(server=asks_stdio, method="tools/call", direction="out").order_by("-at").first(),
+                     timeout=10, message="the call in the frame log")
     assert "progressToken" in frame.payload["params"]["_meta"]
 
     # logging/setLevel per server: debug lets the server's debug lines through (the changed setting reconnects).
@@ -278,8 +279,8 @@ def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, as
     finished_call(call_id)
     levels = list(ServerLogMessage.objects.filter(tool_call_id=call_id).values_list("level", flat=True))
     assert levels == ["info", "debug", "info", "debug"]
-    assert RpcFrame.objects.filter(server=asks_stdio, method="logging/setLevel", direction="out",
-                                   payload__params__level="debug").exists()
+    wait_for(RpcFrame.objects.filter(server=asks_stdio, method="logging/setLevel", direction="out",
+                                     payload__params__level="debug").exists, timeout=10, message="logging/setLevel in the frame log")
     bad = api.post("/api/servers/", {"name": "x", "transport": "streamable_http", "url": "http://127.0.0.1:1/mcp", "log_level": "loud"})
     assert bad.status_code == 400 and "log_level" in bad.json()["fields"]
 
