@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from inspector.asgi import application
 from tests.helpers import closing, login_page, refresh_tools, run_async, run_call, wait_for
+from tests.mcp_servers.launch import pid_alive
 from tools.models import RpcFrame, Server, Tool, ToolResult
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -91,8 +92,7 @@ def test_pool_reuses_one_stdio_process_and_recovers_after_kill(stdio_server):
     first, second = whoami(stdio_server), whoami(stdio_server)
     assert first == second, "consecutive calls must reuse the warm stdio server"
     os.kill(first, signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{first}") or open(f"/proc/{first}/stat").read().split()[2] == "Z",
-             message="the killed server to die")
+    wait_for(lambda: not pid_alive(first), message="the killed server to die")
     third = whoami(stdio_server)
     assert third != first
     assert whoami(stdio_server) == third
