@@ -8,6 +8,7 @@ import socket
 import threading
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.helpers import login_page, refresh_tools, wait_for
 from tools.models import RpcFrame, Server, Tool
@@ -86,6 +87,9 @@ def test_server_page_fills_in_after_save_without_reload(browser, live_app, user,
     # A server that answers: its tools and server info appear on the page the save led to.
     save_server_form(page, live_app, "live-basic", basic_server_http.url)
     page.wait_for_selector("#tools a:has-text('echo')", timeout=30000)
+    # The first render may have read the server row just before the worker wrote it and its tools
+    # just after: the note says "Connected" once the page has swapped in the fresh overview.
+    expect(page.locator("#refresh-state")).to_contain_text("Connected", timeout=30000)
     assert page.evaluate("window.__samePage") is True
     assert "basic-test-server" in page.locator("#server-live").inner_text()
     server = Server.objects.get(name="live-basic")
