@@ -141,11 +141,18 @@ def _serialise(call: ToolCall, raw: dict) -> tuple[Any, int, int]:
 def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, schema: tuple[bool | None, str],
                 serialised: tuple[str, int, int], error: str, ending: tuple[str, ...]) -> bool:
     now = timezone.now()
+    # The call's own start: the row was claimed with it (a call ended before it started has none).
+    duration = round((now - (call.started_at or now)).total_seconds() * 1000, 2)
     with transaction.atomic():
-        current = ToolCall.objects.select_for_update().filter(pk=call.pk).values("status", "error", "started_at").first()
-        if current is None:
-            return False
-        if current["status"] == ToolCall.Status.CANCELLED:
+        # The final status first, only from a status this delivery may end: one statement that
+        # both takes the row's lock and says whether the rows are this delivery's to write.
+        won = ToolCall.objects.filter(pk=call.pk, status__in=ending).update(
+            status=status, error=error, finished_at=now, duration_ms=duration,
+        )
+        if not won:
+            current = ToolCall.objects.select_for_update().filter(pk=call.pk).values("status", "error").first()
+            if current is None or current["status"] != ToolCall.Status.CANCELLED:
+                return False  # finished by another delivery, or ended by the sweep
             if Projection.objects.filter(tool_call_id=call.pk).exists():
                 return False
             # The result is kept as evidence, but the model is told what the user did.
@@ -153,8 +160,7 @@ def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None,
             note = "The user cancelled this tool call; its result was not used."
             outcome = Outcome(payload={"content": [{"type": "text", "text": note}], "isError": True}, text=note,
                               policy="cancelled", removed=[{"path": "(all)", "reason": "cancelled by the user"}])
-        elif current["status"] not in ending:
-            return False  # finished by another delivery, or ended by the sweep
+            ToolCall.objects.filter(pk=call.pk).update(finished_at=now, duration_ms=duration)
         full = None
         if raw is not None:
             text, size_bytes, size_tokens = serialised
@@ -166,9 +172,6 @@ def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None,
             tool_call=call, payload=outcome.payload, text=outcome.text, policy=outcome.policy, removed=outcome.removed,
             truncated=outcome.truncated, size_bytes=outcome.size_bytes, tokens=outcome.tokens,
         )
-        started = current["started_at"] or now
-        duration = round((now - started).total_seconds() * 1000, 2)
-        ToolCall.objects.filter(pk=call.pk).update(status=status, error=error, finished_at=now, duration_ms=duration)
         # What is published is what was just written: no second read.
         call.status, call.error, call.finished_at, call.duration_ms = status, error, now, duration
         if full is not None:
