@@ -139,7 +139,7 @@ def _serialise(call: ToolCall, raw: dict) -> tuple[Any, int, int]:
 
 
 def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None, schema: tuple[bool | None, str],
-                serialised: tuple[str, int, int], error: str, ending: tuple[str, ...]) -> bool:
+                serialised: tuple[Any, int, int], error: str, ending: tuple[str, ...]) -> bool:
     now = timezone.now()
     # The call's own start: the row was claimed with it (a call ended before it started has none).
     duration = round((now - (call.started_at or now)).total_seconds() * 1000, 2)

@@ -126,6 +126,9 @@ class LongText(str):
         from tools import tokens
 
         pieces = list(_string_pieces(memoryview(raw)[1:-1]))
+        # Decoded twice, a piece at a time: once for the length the samples are spaced by, then
+        # for the prefix and samples. Holding the decoded text instead would cost up to 4 bytes
+        # a character, the very copy this module exists to avoid.
         total = sum(len(p) for p in _decoded(pieces))
         wanted = tokens.sample_spans(total)
         prefix: list[str] = []

@@ -142,7 +142,7 @@ def test_a_call_asks_in_two_rounds_rests_between_them_and_ends_once(api, rounds,
         return [f.payload["params"] for f in RpcFrame.objects.filter(server=rounds, method="tools/call", direction="out")
                 .order_by("at") if f.payload["params"]["arguments"].get("topic") == tag]
 
-    sent = wait_for(lambda: len(sent_calls()) >= 3 and sent_calls(), timeout=10, message="3 calls in the frame log")
+    sent = wait_for(lambda: s if len(s := sent_calls()) >= 3 else None, timeout=10, message="3 calls in the frame log")
     assert len(sent) == 3 and "requestState" not in sent[0]
     assert sent[1]["requestState"] == state_1, "the state went back byte for byte"
 
