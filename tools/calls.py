@@ -49,7 +49,9 @@ def dispatch(tool_call_id, task_id: str) -> bool:
     from tools.tasks import execute_tool_call
 
     try:
-        execute_tool_call.apply_async(args=[str(tool_call_id)], task_id=task_id)
+        # No result is stored: nothing reads it (a chat step's calls are sent by its chord, which
+        # does) and storing it costs the worker and Redis a write per call.
+        execute_tool_call.apply_async(args=[str(tool_call_id)], task_id=task_id, ignore_result=True)
     except Exception as exc:  # noqa: BLE001 - the row is the source of truth; the sweep re-sends
         log.warning("could not enqueue tool call %s (%s); the sweep will send it again", tool_call_id, exc)
         return False

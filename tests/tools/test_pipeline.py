@@ -45,6 +45,28 @@ def test_non_app_tool_follows_content_first(basic_server):
     assert "42" in proj.text
 
 
+def test_a_tools_own_policy_overrides_its_servers(basic_server):
+    """The pipeline reads the tool's policy with the call (tools/pipeline.py `load`): set on one
+    tool, it applies to that tool's calls only."""
+    refresh_tools(basic_server)
+    Tool.objects.filter(server=basic_server, name="add").update(projection_policy="forward-all")
+    call = run_call(basic_server, "add", {"a": 2, "b": 40})
+    proj = Projection.objects.get(tool_call=call)
+    assert proj.policy == "forward-all"
+    assert proj.payload["structuredContent"] == {"sum": 42}
+    other = Projection.objects.get(tool_call=run_call(basic_server, "echo", {"text": "hi"}))
+    assert other.policy == "content-first"
+
+
+def test_a_manual_call_leaves_no_celery_result_behind(basic_server):
+    """Nothing reads a manual call's task result (the rows are the result), so none is stored."""
+    from celery.result import AsyncResult
+
+    call = run_call(basic_server, "echo", {"text": "hi"})
+    assert call.status == ToolCall.Status.SUCCEEDED and call.celery_task_id
+    assert AsyncResult(call.celery_task_id).state == "PENDING"  # the backend's word for "never heard of it"
+
+
 def test_unknown_fields_survive_in_the_full_row(basic_server):
     refresh_tools(basic_server)
     call = run_call(basic_server, "unknown_fields")
