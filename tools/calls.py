@@ -43,15 +43,27 @@ def start_tool_call(
     return call
 
 
+class _Sent:
+    """What `dispatch` asks Celery to hand back: the task id, nothing to read a result with.
+    Celery's default, an AsyncResult, builds the thread's result backend, and Django's ASGI
+    handler runs every request in a new thread: ~1 ms a request for a result nobody reads."""
+
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
+
+
 def dispatch(tool_call_id, task_id: str) -> bool:
     """Send the call's task to the broker. A broker that is down loses nothing: the call stays
-    `queued` and the sweep (tools/sweep.py) sends it again."""
+    `queued` and the sweep (tools/sweep.py) sends it again.
+
+    No result is stored: nothing reads it (the rows are the result; a chat step's calls are
+    sent by its chord, which keeps theirs), and storing it costs the worker and Redis a write."""
+    from inspector.celery import app
     from tools.tasks import execute_tool_call
 
     try:
-        # No result is stored: nothing reads it (a chat step's calls are sent by its chord, which
-        # does) and storing it costs the worker and Redis a write per call.
-        execute_tool_call.apply_async(args=[str(tool_call_id)], task_id=task_id, ignore_result=True)
+        app.send_task(execute_tool_call.name, args=[str(tool_call_id)], task_id=task_id, ignore_result=True,
+                      result_cls=_Sent)
     except Exception as exc:  # noqa: BLE001 - the row is the source of truth; the sweep re-sends
         log.warning("could not enqueue tool call %s (%s); the sweep will send it again", tool_call_id, exc)
         return False
