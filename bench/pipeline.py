@@ -20,8 +20,13 @@ and over Streamable HTTP, as in bench/tool_calls.py. Measured, per database and 
                  daphnes in turn, then `tool_call.result` on that daphne's /ws/tool-calls/{id}/
                  (session cookie + Origin, as a browser does); timed from the POST to the event
   (d) load       --calls API calls at --concurrent in flight with 1 worker, then with 2 workers:
-                 calls/s, errors, lost (no event, or the row is not `succeeded`), and on
-                 PostgreSQL the peak connections each process held (pg_stat_activity)
+                 calls/s, errors, lost (no event, or the row is not `succeeded`), the CPU time
+                 each part spent per call (daphnes, workers, MCP servers, PostgreSQL, Redis, this
+                 bench: psutil) and how many CPUs that kept busy, and on PostgreSQL the peak
+                 connections each process held (pg_stat_activity)
+  (e) floors     the cheapest run of the parts a call goes through (an authenticated GET through
+                 daphne, a socket's handshake up to its catch-up event, a channel-layer send up to
+                 its receipt, a database round trip): what the targets leave for the work itself
 
 "N in flight" is a sliding window: a new call starts as soon as one ends. Every process, the
 temp dirs and the PostgreSQL database are removed at the end, also on Ctrl-C or an error.
@@ -71,6 +76,7 @@ TRANSPORTS = ("stdio", "http")
 WORKERS = 2
 DAPHNES = 2
 SCALING_FACTOR = 1.2  # "throughput scales with workers": 2 workers give at least this many times 1 worker's calls/s
+CPU_PARTS = ("daphnes", "workers", "MCP servers", "PostgreSQL", "Redis", "bench")  # CpuMeter's labels, in report order
 SAMPLE_EVERY = 0.05  # seconds between pg_stat_activity samples
 
 
@@ -263,6 +269,61 @@ class Measure:
         wall = await run_window(calls, in_flight, lambda c: one(transport, c))
         return await sync_to_async(summarise)(self.servers[transport], calls, wall)
 
+    # -- (e) floors: the cheapest thing each leg's part can do on this machine -----------------
+
+    async def floors(self, transport: str, n: int) -> dict:
+        """n sequential samples each of what every call's path is built from, at its cheapest:
+        an authenticated GET through daphne, a socket's handshake up to its first event (the
+        catch-up of a finished call), a channel-layer send to a group up to its receipt, and a
+        database round trip. What the targets leave for the work itself is the limit minus these."""
+        import aiohttp
+        from asgiref.sync import sync_to_async
+        from django.db import connection
+
+        from tools.events import tool_call_group
+
+        done = Call(marker("floor", 0))
+        await self.api_call(transport, done)
+        if not done.got_event:
+            raise RuntimeError(f"(e) needs a finished call: {done.error or 'no result'}")
+        out: dict[str, list[float]] = {"get": [], "ws": [], "layer": [], "db": []}
+        for i in range(n):
+            base = self.daphnes[i % len(self.daphnes)]
+            t0 = time.perf_counter()
+            async with self.http.get(f"{base}/api/tool-calls/{done.call_id}/?full=0",
+                                     headers={"Authorization": f"Token {self.token}"}) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"(e) GET answered {resp.status}")
+            out["get"].append(ms_since(t0))
+            t0 = time.perf_counter()
+            ws_url = base.replace("http://", "ws://", 1) + f"/ws/tool-calls/{done.call_id}/"
+            async with self.http.ws_connect(ws_url, origin=self.public_url, headers={"Cookie": self.cookie}) as ws:
+                msg = await ws.receive(timeout=EVENT_TIMEOUT)
+                if msg.type != aiohttp.WSMsgType.TEXT:
+                    raise RuntimeError(f"(e) socket sent {msg.type} first")
+                out["ws"].append(ms_since(t0))
+        layer, group = self.listener.layer, tool_call_group(done.call_id)
+        for _ in range(n):
+            await self.listener.subscribe(done.call_id)
+            t0 = time.perf_counter()
+            await layer.group_send(group, {"type": "relay", "event": {"type": "tool_call.result", "tool_call_id": done.call_id}})
+            arrived, _ = await self.listener.result(done.call_id)
+            out["layer"].append((arrived - t0) * 1000)
+
+        def round_trips() -> list[float]:
+            times = []
+            with connection.cursor() as cursor:
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    cursor.execute("SELECT 1")
+                    cursor.fetchone()
+                    times.append(ms_since(t0))
+            return times
+
+        out["db"] = await sync_to_async(round_trips)()
+        return out
+
     async def warm(self, transport: str) -> None:
         """Untimed calls so both workers hold warm connections and both daphnes have served."""
         n = 2 * self.args.concurrent
@@ -356,16 +417,69 @@ class ConnectionSampler:
             self.error = f"{type(exc).__name__}: {exc}"
 
 
+class CpuMeter:
+    """CPU time (user + system) the parts of the system spent while a load ran, by process:
+    this bench, each daphne and worker, the MCP servers (`basic.py`: the HTTP one and the stdio
+    ones the workers spawned), PostgreSQL's processes and Redis. Per call, it says where the
+    machine's time goes; summed over the wall time, how many of its CPUs were busy."""
+
+    def __init__(self, labels: dict[int, str]) -> None:
+        self.labels = labels
+        self.start: dict[int, tuple[str, float]] = {}
+        self.spent: dict[str, float] = {}
+
+    def _label(self, proc) -> str:
+        if proc.pid in self.labels:
+            label = self.labels[proc.pid]
+            base = label.rstrip("0123456789")
+            return f"{base}s" if base != label else label  # daphne1 and daphne2 -> daphnes
+        name = (proc.info.get("name") or "").lower()
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if "basic.py" in cmdline:
+            return "MCP servers"
+        if name.startswith("postgres") or name.startswith("postmaster"):
+            return "PostgreSQL"
+        if "valkey" in name or "redis" in name:
+            return "Redis"
+        return ""
+
+    def _sample(self) -> dict[int, tuple[str, float]]:
+        import psutil
+
+        seen = {}
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            try:
+                label = self._label(proc)
+                if label:
+                    times = proc.cpu_times()
+                    seen[proc.pid] = (label, times.user + times.system)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return seen
+
+    def __enter__(self) -> CpuMeter:
+        self.start = self._sample()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for pid, (label, cpu) in self._sample().items():
+            before = self.start.get(pid, (label, 0.0))[1]
+            self.spent[label] = self.spent.get(label, 0.0) + max(cpu - before, 0.0) * 1000
+
+
 async def load_run(measure: Measure, transport: str, label: str, db: str, database_url: str, labels: dict[int, str]) -> dict:
-    """(d) --calls API calls at --concurrent in flight, with the connection sampler on PostgreSQL."""
+    """(d) --calls API calls at --concurrent in flight: the CPU every part spent, and on
+    PostgreSQL the connections each process held."""
     args = measure.args
-    if db != "postgres":
-        result = await measure.series("api", transport, args.calls, args.concurrent, label)
-        result["connections"] = None
-        return result
-    with ConnectionSampler(database_url, labels) as sampler:
-        result = await measure.series("api", transport, args.calls, args.concurrent, label)
-    result["connections"] = {"peak": sampler.peak, "peak_total": sampler.peak_total, "error": sampler.error}
+    with CpuMeter(labels) as cpu:
+        if db != "postgres":
+            result = await measure.series("api", transport, args.calls, args.concurrent, label)
+            result["connections"] = None
+        else:
+            with ConnectionSampler(database_url, labels) as sampler:
+                result = await measure.series("api", transport, args.calls, args.concurrent, label)
+            result["connections"] = {"peak": sampler.peak, "peak_total": sampler.peak_total, "error": sampler.error}
+    result["cpu_ms"] = cpu.spent
     return result
 
 
@@ -464,6 +578,8 @@ def run_one(args: argparse.Namespace) -> int:
                     progress(f"{db} {transport}: (c) API path, {n} sequential, then {k} in flight")
                     out["api_seq"][transport] = await measure.series("api", transport, n, 1, f"aseq-{transport}")
                     out["api_par"][transport] = await measure.series("api", transport, n, k, f"apar-{transport}")
+                progress(f"{db}: (e) floors, {n} samples each")
+                out["floors"] = await measure.floors("stdio", n)
                 for transport in TRANSPORTS:
                     progress(f"{db} {transport}: (d) {n} API calls, {k} in flight, 2 workers")
                     out["load2"][transport] = await load_run(measure, transport, f"load2-{transport}", db,
@@ -620,6 +736,26 @@ def print_report(args: argparse.Namespace, results: dict, redis_note: str, elaps
         row("    end to end", lambda r, t, w=w: pair(r[f"load{w}"][t]["e2e"]))
         row("    peak DB connections, all processes",
             lambda r, t, w=w: str(r[f"load{w}"][t]["connections"]["peak_total"]) if r[f"load{w}"][t]["connections"] else "n/a")
+        row("    CPUs busy (all parts' CPU time / wall time)",
+            lambda r, t, w=w: f"{sum(r[f'load{w}'][t]['cpu_ms'].values()) / r[f'load{w}'][t]['wall_ms']:.2f} of {os.cpu_count()}")
+        for part in CPU_PARTS:
+            row(f"    CPU ms per call: {part}",
+                lambda r, t, w=w, part=part: f"{r[f'load{w}'][t]['cpu_ms'].get(part, 0.0) / r[f'load{w}'][t]['n']:.1f}")
+
+    print()
+    print("(e) floors: the cheapest run of each part a call goes through, sequential, in ms (p50 / p95)")
+    print("-" * (width + cw * len(dbs) * len(TRANSPORTS)))
+    floors = (
+        ("get", "GET /api/tool-calls/{id}/ through daphne (token)"),
+        ("ws", "socket handshake -> first event (catch-up)"),
+        ("layer", "channel layer: group_send -> received"),
+        ("db", "database round trip (SELECT 1)"),
+    )
+    for key, label in floors:
+        line(label, [pair(results[db]["floors"][key]) if t == "stdio" else "" for db in dbs for t in TRANSPORTS])
+    line("API floor: GET + socket, against the (c) limit",
+         [f"{num(p50(results[db]['floors']['get']) + p50(results[db]['floors']['ws']))}/"
+          f"{num(2 * p50(results[db]['direct']['stdio']) + 10)}" if t == "stdio" else "" for db in dbs for t in TRANSPORTS])
 
     print()
     print("Targets (the issue sets them for PostgreSQL; SQLite shown for comparison)")
