@@ -10,7 +10,6 @@ import datetime as dt
 import logging
 import queue
 import threading
-import time
 from typing import Any
 
 from django.conf import settings
@@ -49,10 +48,6 @@ def is_version_probe(method: str, kind: str) -> bool:
     return method == VERSION_PROBE_METHOD and kind == "error"
 
 
-BATCH_WINDOW = 0.05  # seconds the frame writer gathers frames before writing them
-BATCH_MAX = 200
-
-
 class FrameRecorder:
     def __init__(self) -> None:
         self.queue: queue.Queue = queue.Queue()
@@ -72,12 +67,9 @@ class FrameRecorder:
     def _run(self) -> None:
         while True:
             batch = [self.queue.get()]
-            # Gather what comes within BATCH_WINDOW: a call's request and response go in one
-            # write, and that write no longer lands in the middle of the call it logs.
-            until = time.monotonic() + BATCH_WINDOW
-            while len(batch) < BATCH_MAX and not isinstance(batch[-1], threading.Event):
+            while len(batch) < 200:
                 try:
-                    batch.append(self.queue.get(timeout=max(until - time.monotonic(), 0)))
+                    batch.append(self.queue.get_nowait())
                 except queue.Empty:
                     break
             try:

@@ -119,24 +119,3 @@ def test_frames_written_again_after_a_dead_server_take_fresh_ids(basic_server, u
     assert len(calls) == 2
     assert sorted(RpcFrame.objects.filter(method="ping").values_list("rpc_id", flat=True)) == ["70", "71", "72"]
     assert RpcFrame.objects.filter(method="other").count() == 4
-
-
-def test_a_calls_request_and_response_are_written_together_and_flush_does_not_wait(monkeypatch):
-    """The writer gathers frames for BATCH_WINDOW before writing (tools/rpclog.py): one write
-    per call instead of two, off the call's own path; a flush ends the gathering at once."""
-    from types import SimpleNamespace
-
-    from tools import rpclog
-
-    monkeypatch.setattr(rpclog, "BATCH_WINDOW", 2.0)
-    batches: list[list[str]] = []
-    monkeypatch.setattr(rpclog.FrameRecorder, "_write", lambda self, batch: batches.append([m["id"] for _, _, m, _ in batch]))
-    recorder = rpclog.FrameRecorder()
-    config = SimpleNamespace(key="1:test")
-    recorder(config, "out", {"jsonrpc": "2.0", "id": "request", "method": "tools/call"}, time.time())
-    time.sleep(0.05)  # the server answers
-    recorder(config, "in", {"jsonrpc": "2.0", "id": "response", "result": {}}, time.time())
-    started = time.monotonic()
-    recorder.flush(timeout=10)
-    assert time.monotonic() - started < 1.5  # the flush cut the 2-s window short
-    assert batches == [["request", "response"]]
