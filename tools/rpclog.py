@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 import queue
 import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -48,6 +49,18 @@ def is_version_probe(method: str, kind: str) -> bool:
     return method == VERSION_PROBE_METHOD and kind == "error"
 
 
+ANSWER_WINDOW = 0.05  # seconds an answer or a notification may wait to be written with the next frames
+BATCH_MAX = 200
+
+
+def _write_now(item) -> bool:
+    """A flush, or a request (what either side asked: the frames a killed worker must not lose)."""
+    if isinstance(item, threading.Event):
+        return True
+    message = item[2]
+    return bool(message.get("method")) and message.get("id") is not None
+
+
 class FrameRecorder:
     def __init__(self) -> None:
         self.queue: queue.Queue = queue.Queue()
@@ -67,11 +80,19 @@ class FrameRecorder:
     def _run(self) -> None:
         while True:
             batch = [self.queue.get()]
-            while len(batch) < 200:
-                try:
-                    batch.append(self.queue.get_nowait())
+            # A request is written at once, with whatever came before it: what a worker sent
+            # stays in the log even if the worker is killed a moment later. Answers and
+            # notifications wait up to ANSWER_WINDOW for the next request, so a call's answer
+            # is not written while the pipeline stores that call's result (measured: ~2 ms a
+            # call on PostgreSQL), and two frames make one write.
+            urgent, until = _write_now(batch[0]), time.monotonic() + ANSWER_WINDOW
+            while len(batch) < BATCH_MAX:
+                try:  # once urgent, only what is already queued joins the batch
+                    item = self.queue.get(timeout=0 if urgent else max(until - time.monotonic(), 0))
                 except queue.Empty:
                     break
+                batch.append(item)
+                urgent = urgent or _write_now(item)
             try:
                 self._write([b for b in batch if isinstance(b, tuple)])
             except Exception:  # noqa: BLE001 - the log must never take the worker down

@@ -119,3 +119,34 @@ def test_frames_written_again_after_a_dead_server_take_fresh_ids(basic_server, u
     assert len(calls) == 2
     assert sorted(RpcFrame.objects.filter(method="ping").values_list("rpc_id", flat=True)) == ["70", "71", "72"]
     assert RpcFrame.objects.filter(method="other").count() == 4
+
+
+def test_the_frame_writer_writes_a_request_at_once_and_lets_an_answer_wait_for_the_next_frames(monkeypatch):
+    """tools/rpclog.py: a request is written as soon as it comes (a worker killed a moment later
+    keeps what it sent in the log); an answer or a notification waits up to ANSWER_WINDOW and is
+    written with the next request, so it is not written while the pipeline stores the result."""
+    from types import SimpleNamespace
+
+    from tests.helpers import wait_for
+    from tools import rpclog
+
+    monkeypatch.setattr(rpclog, "ANSWER_WINDOW", 30.0)  # only a request or a flush can end a batch here
+    batches: list[list[str]] = []
+    monkeypatch.setattr(rpclog.FrameRecorder, "_write", lambda self, batch: batches.append([m["id"] for _, _, m, _ in batch]))
+    recorder = rpclog.FrameRecorder()
+    config = SimpleNamespace(key="1:test")
+
+    recorder(config, "out", {"jsonrpc": "2.0", "id": "call", "method": "tools/call"}, time.time())
+    wait_for(lambda: batches == [["call"]], timeout=10, message="the request written without a flush")
+    recorder(config, "in", {"jsonrpc": "2.0", "id": "call", "result": {}}, time.time())
+    time.sleep(0.2)
+    assert batches == [["call"]]  # the answer waits
+    recorder(config, "out", {"jsonrpc": "2.0", "id": "next", "method": "tools/call"}, time.time())
+    wait_for(lambda: len(batches) == 2, timeout=10, message="the answer written with the next request")
+    assert batches[1] == ["call", "next"]
+
+    recorder(config, "in", {"jsonrpc": "2.0", "method": "notifications/progress", "id": None, "params": {}}, time.time())
+    started = time.monotonic()
+    recorder.flush(timeout=20)
+    assert time.monotonic() - started < 10  # the flush ended the 30-s wait
+    assert len(batches) == 3 and batches[2] == [None]
