@@ -316,6 +316,9 @@ SAMPLING_MAX_CHARS = _env_int("SAMPLING_MAX_CHARS", 100_000)
 # A JSON-RPC frame larger than this is logged as a preview (its size kept): the full tool
 # result is stored once, with its tool call.
 RPC_FRAME_MAX_BYTES = _env_int("RPC_FRAME_MAX_BYTES", 64 * 1024)
+# Pages that show a full result (the admin's tool call, its replay diffs) show at most this
+# much of it, with its size and a streamed download: a 40 MB result made a 42 MB admin page.
+RESULT_PREVIEW_BYTES = _env_int("RESULT_PREVIEW_BYTES", 256 * 1024)
 
 # --- Projection and chat ----------------------------------------------------------------
 PROJECTION_TOKEN_CAP = _env_int("PROJECTION_TOKEN_CAP", 8000)
