@@ -3,11 +3,16 @@
 Sends go through one long-lived event loop per process (a daemon thread). `async_to_sync`
 would make a new loop per call, and channels_redis keeps its connections per loop, so every
 event paid for new Redis connections (measured: ~3 ms a publish, see bench/tool_calls.py).
+
+An event may carry members that are JSON text already (`JSON_TEXT`, e.g. a full tool result as
+the worker serialised and stored it): they travel as strings and `event_text` writes them into
+the WebSocket frame as they are, never parsed and serialised again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -17,6 +22,9 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 log = logging.getLogger(__name__)
+
+# The event's member holding {name: JSON text}: each becomes member `name` of the frame, verbatim.
+JSON_TEXT = "json_text"
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -51,3 +59,14 @@ def publish(group: str, event: dict[str, Any], timeout: float = 5.0) -> None:
     except Exception:  # noqa: BLE001 - logged, and the page will catch up from the database
         if not sys.is_finalizing():
             log.exception("could not publish %s to %s", event.get("type"), group)
+
+
+def event_text(event: dict[str, Any]) -> str:
+    """The WebSocket frame of `event`: its JSON, with the `JSON_TEXT` members spliced in as
+    the text they are (valid JSON by contract: what was stored)."""
+    members = event.get(JSON_TEXT)
+    if not members:
+        return json.dumps(event)
+    rest = json.dumps({k: v for k, v in event.items() if k != JSON_TEXT})
+    spliced = "".join(f",{json.dumps(name)}:{text}" for name, text in members.items())
+    return rest[:-1] + spliced + "}" if rest != "{}" else "{" + spliced[1:] + "}"

@@ -316,6 +316,10 @@ SAMPLING_MAX_CHARS = _env_int("SAMPLING_MAX_CHARS", 100_000)
 # A JSON-RPC frame larger than this is logged as a preview (its size kept): the full tool
 # result is stored once, with its tool call.
 RPC_FRAME_MAX_BYTES = _env_int("RPC_FRAME_MAX_BYTES", 64 * 1024)
+# A `tool_call.result` event carries the full result inline when its stored JSON is at most
+# this big (nearly every result); above it, only a reference the page streams over HTTP.
+# Kept well under daphne's 1 MiB WebSocket frame limit, the summary rides along.
+WS_INLINE_RESULT_MAX_BYTES = _env_int("WS_INLINE_RESULT_MAX_BYTES", 512 * 1024)
 # Pages that show a full result (the admin's tool call, its replay diffs) show at most this
 # much of it, with its size and a streamed download: a 40 MB result made a 42 MB admin page.
 RESULT_PREVIEW_BYTES = _env_int("RESULT_PREVIEW_BYTES", 256 * 1024)

@@ -33,9 +33,10 @@ class RpcLogConsumer(GroupRelayConsumer):
 
 
 class ToolCallConsumer(GroupRelayConsumer):
-    """Status and result summary of one tool call; on connect, its stored state at once.
+    """Status and result of one tool call; on connect, its stored state at once.
 
-    Like the live events, the catch-up never carries the full result (GET its `result_url`).
+    Like the live event, the catch-up `tool_call.result` carries the full result when it is
+    small enough to push (tools/events.py), else only its `result_url`.
     A published event can be lost (publishing never fails the work that produced it; a Redis
     hiccup drops it), so while the call is not final the socket also looks at the database
     every RECHECK_SECONDS and sends the result itself if the event has not come: a socket
@@ -52,7 +53,9 @@ class ToolCallConsumer(GroupRelayConsumer):
     def _current_event(self) -> dict:
         pk = self.scope["url_route"]["kwargs"]["pk"]
         call = events.summary_queryset(ToolCall.objects.filter(pk=pk)).get()
-        return events.tool_call_event(events.TOOL_CALL_RESULT if call.is_final else events.TOOL_CALL_STATUS, call)
+        if not call.is_final:
+            return events.tool_call_event(events.TOOL_CALL_STATUS, call)
+        return events.tool_call_event(events.TOOL_CALL_RESULT, call, events.stored_text_to_push(call))
 
     async def on_accepted(self, user):
         self.final_sent = False

@@ -5,10 +5,12 @@ Why one module: a finished call used to have three shapes (the live event, the A
 tool-call event, the `/ws/tool-calls/{id}/` catch-up and every API answer use
 `tool_call_json`, and every group name comes from a function here.
 
-Events are small. A tool-call event carries ids, status, sizes and tokens, timings, schema
-validity, `has_view` and a bounded summary of what the model saw; never the full result, which
-can be any size (daphne closes a WebSocket at 1 MiB). The full result travels over HTTP:
-`GET /api/tool-calls/{id}/result/` (the summary's `result_url`).
+A tool-call event carries ids, status, sizes and tokens, timings, schema validity, `has_view`
+and a bounded summary of what the model saw. `tool_call.result` also carries the full result
+itself (`result`: the stored CallToolResult JSON, as its text) when it is at most
+WS_INLINE_RESULT_MAX_BYTES, as it nearly always is: the page and the App view get it from the
+push. A bigger one stays at `GET /api/tool-calls/{id}/result/` (the summary's `result_url`),
+streamed over HTTP: a result can be any size, and daphne closes a WebSocket at 1 MiB.
 
 Dependencies run chat -> tools -> inspector: this module never imports chat.
 """
@@ -17,10 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast, Length, Substr
 
-from inspector.events import publish
+from inspector import pg_nul
+from inspector.events import JSON_TEXT, publish
 from tools.deadlines import call_timeout, max_timeout
 from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
 from tools.projection import APP_POLICY
@@ -206,9 +211,42 @@ def tool_call_json(call: ToolCall, *, detail: bool = False, full: bool = False) 
 
 # --- publishing -------------------------------------------------------------------------------------
 
-def tool_call_event(event_type: str, call: ToolCall) -> dict[str, Any]:
-    """A tool-call event: `{"type", "tool_call_id", "tool_call": <summary>}`."""
-    return {"type": event_type, "tool_call_id": str(call.pk), "tool_call": tool_call_json(call)}
+def pushes_result(size_bytes: int) -> bool:
+    """Whether a full result of this stored size travels inside its `tool_call.result` event."""
+    return size_bytes <= settings.WS_INLINE_RESULT_MAX_BYTES
+
+
+def tool_call_event(event_type: str, call: ToolCall, result_text: str | None = None) -> dict[str, Any]:
+    """A tool-call event: `{"type", "tool_call_id", "tool_call": <summary>}`, and with
+    `result_text` (the full result's stored JSON text) the member `result`, written into the
+    frame as that text (inspector/events.py `JSON_TEXT`)."""
+    event = {"type": event_type, "tool_call_id": str(call.pk), "tool_call": tool_call_json(call)}
+    if result_text is not None:
+        event[JSON_TEXT] = {"result": result_text}
+    return event
+
+
+def stored_text_to_push(call: ToolCall) -> str | None:
+    """The full result's stored JSON text if the call has one small enough to push, else None.
+
+    The size column decides before anything is read: a big result is never loaded here. One
+    query reads the small one (a JSON column cast to text: PostgreSQL's jsonb text, SQLite's
+    stored text or BLOB)."""
+    result = call.related_or_none("full_result")
+    if result is None or not pushes_result(result.size_bytes):
+        return None
+    return ToolResult.objects.filter(pk=call.pk).annotate(text=Cast("raw", TextField())) \
+        .values_list("text", flat=True).first()
+
+
+def pushed_text(serialised: Any, size_bytes: int) -> str | None:
+    """What the worker pushes of the text it just serialised and stored (str, or the wire's
+    bytes for a result read lean): the same text, as the database has it, if small enough."""
+    if not pushes_result(size_bytes):
+        return None
+    text = serialised if isinstance(serialised, str) else bytes(memoryview(serialised)).decode()
+    # PostgreSQL stored U+0000 escapes as U+FFFD (inspector/pg_nul.py): push the value result_url serves.
+    return pg_nul.json_text(text) if connection.vendor == "postgresql" else text
 
 
 def _task_json(call: ToolCall, detail: bool) -> dict[str, Any] | None:
@@ -230,9 +268,10 @@ def publish_tool_call(event_type: str, tool_call_id) -> None:
     publish_loaded_tool_call(event_type, call)
 
 
-def publish_loaded_tool_call(event_type: str, call: ToolCall) -> None:
-    """The same for a call whose result rows are in hand (the pipeline just wrote them)."""
-    event = tool_call_event(event_type, call)
+def publish_loaded_tool_call(event_type: str, call: ToolCall, result_text: str | None = None) -> None:
+    """The same for a call whose result rows are in hand (the pipeline just wrote them), with
+    the full result's text to push if there is one (`tool_call_event`)."""
+    event = tool_call_event(event_type, call, result_text)
     for group in tool_call_groups(call):
         publish(group, event)
 

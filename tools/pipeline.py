@@ -179,7 +179,8 @@ def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None,
         if full is not None:
             call.full_result = full
         call.projection = projection
-        transaction.on_commit(lambda: publish_result(call))
+        pushed = events.pushed_text(serialised[0], serialised[1]) if full is not None else None
+        transaction.on_commit(lambda: publish_result(call, pushed))
     return True
 
 
@@ -341,7 +342,7 @@ def publish_status(call: ToolCall) -> None:
     events.publish_loaded_tool_call(events.TOOL_CALL_STATUS, call)
 
 
-def publish_result(call: ToolCall) -> None:
-    """Tell pages the call ended: a small summary of the rows just written (no second read);
-    the full result goes over HTTP."""
-    events.publish_loaded_tool_call(events.TOOL_CALL_RESULT, call)
+def publish_result(call: ToolCall, result_text: str | None = None) -> None:
+    """Tell pages the call ended: a summary of the rows just written (no second read), and the
+    full result as the text just stored when it is small enough to push (tools/events.py)."""
+    events.publish_loaded_tool_call(events.TOOL_CALL_RESULT, call, result_text)

@@ -1,6 +1,6 @@
 // MCP App views inside tool cards: fetch the view (a worker reads the ui:// resource), mount it
-// in the double-iframe sandbox, and feed it the FULL result. Events only say a call has a
-// result; the complete CallToolResult is fetched over HTTP before it goes to the view.
+// in the double-iframe sandbox, and feed it the FULL result: the one its tool_call.result event
+// pushed, or, for a big one or one the page learnt of from the API, fetched over HTTP first.
 // Requests from the view go back to the server through the tool-call pipeline (origin
 // "widget") and other endpoints of ours.
 import { apiFetch } from "./http.js";

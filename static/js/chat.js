@@ -6,12 +6,14 @@
 // a message; live events only fill in between. Older messages load on request, page by page.
 //
 // Tool calls have one JSON shape everywhere (tools/events.py): events and the API carry a
-// summary; the full result is fetched over HTTP only when the user opens it (or a view needs it).
+// summary. A live tool_call.result also carries the full result unless it is big; then it, and
+// any result the page learns of from the API, is fetched over HTTP only when the user opens it
+// (or a view needs it).
 import { apiFetch, liveSocket, pretty } from "./http.js";
 import { renderChatMarkdown } from "./markdown-images.js";
 import { renderContentText } from "./rich-content.js";
 import { adoptAppView, mountAppView, runViewToolCall, unmountAppView } from "./app-view.js";
-import { displayJson, fetchFullResultText, formatBytes } from "./tool-result.js";
+import { displayJson, fetchFullResultText, formatBytes, keepPushedResult } from "./tool-result.js";
 import { appendLog, showProgress, showServerRequest, showTask } from "./server-requests.js";
 import { showElapsed } from "./elapsed.js";
 
@@ -446,6 +448,7 @@ function onEvent(ev) {
     // under the card of the view's call.
     case "tool_call.status": if (calls.has(ev.tool_call_id) || ev.tool_call.view_call_id) upsertCall(ev.tool_call); break;
     case "tool_call.result":
+      keepPushedResult(ev);  // before the card and its view look for the result
       if (calls.has(ev.tool_call_id) || ev.tool_call.view_call_id) upsertCall(ev.tool_call);
       refreshLlmView();
       break;

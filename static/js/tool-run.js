@@ -2,10 +2,11 @@
 // result and show the full result next to what the model sees.
 //
 // The socket's events are summaries (tools/events.py): sizes, tokens, status and the start of
-// what the model saw. The full result comes over HTTP: at once when it is small, on request
-// when it is big (a 40 MB result would stall the page for nothing if nobody wants to read it).
+// what the model saw; tool_call.result also carries the full result unless it is over
+// WS_INLINE_RESULT_MAX_BYTES. A bigger one comes over HTTP, on request (a 40 MB result would
+// stall the page for nothing if nobody wants to read it).
 import { apiFetch, liveSocket, pretty } from "./http.js";
-import { displayJson, fetchFullResultText, formatBytes } from "./tool-result.js";
+import { displayJson, fetchFullResultText, formatBytes, keepPushedResult } from "./tool-result.js";
 import { appendLog, showProgress, showServerRequest, showTask } from "./server-requests.js";
 import { showElapsed } from "./elapsed.js";
 import { mountAppView, unmountAppView } from "./app-view.js";
@@ -63,6 +64,7 @@ export async function runToolCall({ serverId, tool, args, timeout, asTask = fals
         showServerRequest(requests, ev.server_request, { defaultModel: localStorage.getItem("sampling-model") || "" });
       }
       if (ev.type === "tool_call.result") {
+        keepPushedResult(ev);
         showElapsed(elapsed, ev.tool_call);
         show(ev.tool_call); sock.close(); button.disabled = false; cancel.hidden = true;
         showTask(taskLine, ev.tool_call.task);

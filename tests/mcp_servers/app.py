@@ -17,17 +17,19 @@ The marker view registers one tool of its own, ``marker_echo(text)`` (``tools/li
 * ``model_only()`` - visibility ["model"]: a widget's tools/call must be refused.
 * ``big_view(size_mb)`` - an App tool (same view) whose ``structuredContent.data`` is a string
   of ``size_mb`` MiB (``big_data``: deterministic, ending in ``END<length>``) with a short
-  content text ``BIG-VIEW-<length>``: the view must get all of it, over HTTP.
+  content text ``BIG-VIEW-<length>``: the view must get all of it, pushed or (above
+  WS_INLINE_RESULT_MAX_BYTES) over HTTP.
 * ``csp_probe()`` - an App tool whose own view (``ui://app/csp-probe.html``, CSP declaring only
   example.com) fetches an undeclared address and reports a 5000 px width.
 * ``big_text(size_mb)`` - not an App tool: a text content block of ``size_mb`` MiB (``big_data``).
 
 The view is a self-contained page speaking the MCP Apps postMessage JSON-RPC by
 hand (no library); element ids are part of the test contract:
-``#status #tool-input #tool-input-partial (count and last arguments) #content #secret #call #call-result #context
+``#status #tool-input #tool-input-partial (count and last arguments) #content #secret #meta #call #call-result #context
 #context-result #message #message-result #hidden #hidden-result #cookie
 #parent-dom #host-context #view-calls #download #download-result``, and for a ``structuredContent.data`` string ``#data-length``
-``#data-sum`` (the sum of its character codes) ``#data-tail`` (its last 16 characters).
+``#data-sum`` (the sum of its character codes) ``#data-tail`` (its last 16 characters); ``#meta`` shows the
+result's ``_meta.note``.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ VIEW_HTML = r"""<!doctype html>
   <dt>Partial input</dt><dd id="tool-input-partial"></dd>
   <dt>Content</dt><dd id="content"></dd>
   <dt>Secret (structuredContent.secret)</dt><dd id="secret"></dd>
+  <dt>Note (result _meta.note)</dt><dd id="meta"></dd>
   <dt>document.cookie</dt><dd id="cookie"></dd>
   <dt>window.parent.document.title</dt><dd id="parent-dom"></dd>
   <dt>Host context</dt><dd id="host-context"></dd>
@@ -113,6 +116,7 @@ VIEW_HTML = r"""<!doctype html>
     $("content").textContent = textOf(result);
     var structured = result.structuredContent || {};
     $("secret").textContent = structured.secret === undefined ? "" : String(structured.secret);
+    $("meta").textContent = String(((result._meta || {}).note) || "");
     if (typeof structured.data === "string") {
       var data = structured.data, sum = 0;
       for (var i = 0; i < data.length; i++) { sum += data.charCodeAt(i); }
