@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import admin
-from django.urls import reverse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, StreamingHttpResponse
+from django.template.defaultfilters import filesizeformat
+from django.urls import path, reverse
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
 from inspector.admin import ReadOnlyAdmin
+from tools import stored_result
+from tools.events import tool_call_json
 from tools.models import (
     Projection, RpcFrame, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult, UiResource,
-    embedded_ui_resource,
 )
 
 
@@ -103,6 +108,34 @@ class ToolCallAdmin(ReadOnlyAdmin):
               "replay_of")
     readonly_fields = fields
 
+    def get_queryset(self, request):
+        # The list and the change page read a call's result rows for their sizes and tokens, never
+        # the full result itself: a list of 40 MB results loaded every one of them whole.
+        return super().get_queryset(request).select_related(*self.list_select_related).defer("full_result__raw")
+
+    def get_urls(self):
+        download = path("<path:object_id>/result/", self.admin_site.admin_view(self.result_download),
+                        name="tools_toolcall_result")
+        return [download, *super().get_urls()]
+
+    def result_download(self, request: HttpRequest, object_id: str) -> StreamingHttpResponse:
+        """The full result as stored, streamed as a download (tools/stored_result.py): the change
+        page shows only a preview of a large one."""
+        obj = self.get_object(request, object_id)
+        if obj is None:
+            raise Http404("No such tool call.")
+        if not self.has_view_permission(request, obj):
+            raise PermissionDenied
+        stored = stored_result.open_stored(obj.pk)
+        if stored is None:
+            raise Http404("This tool call has no result.")
+        content = stored_result.ResultBody(stored)
+        response = StreamingHttpResponse(content, content_type="application/json")  # Django calls content.close()
+        response["Content-Length"] = str(content.content_length())
+        response["Content-Disposition"] = f'attachment; filename="tool-call-{obj.pk}-result.json"'
+        response["Cache-Control"] = "private, no-store"
+        return response
+
     @admin.action(description="Replay the selected tool calls (same server, tool and arguments)")
     def replay(self, request, queryset):
         from tools.calls import start_tool_call
@@ -168,9 +201,19 @@ class ToolCallAdmin(ReadOnlyAdmin):
         if obj is not None:
             full, proj = self._full(obj), self._proj(obj)
             removed_paths = [r.get("path", "") for r in (proj.removed if proj else [])]
+            limit = settings.RESULT_PREVIEW_BYTES
+            shown = stored_result.head(obj.pk, limit) if full else None
+            preview, octets = shown if shown else ("", 0)
+            whole = shown is not None and octets <= limit
             extra_context.update(
                 arguments_json=_pretty(obj.arguments),
-                full_json=_pretty(full.raw) if full else None,
+                # Up to RESULT_PREVIEW_BYTES of the full result: indented when that is all of it,
+                # else its first bytes as stored, with its size and a streamed download.
+                full_json=(_pretty(json.loads(preview)) if whole else preview) if shown else None,
+                full_cut=shown is not None and not whole,
+                full_preview_size=filesizeformat(len(preview.encode())),
+                full_size=filesizeformat(octets),
+                full_download=reverse("admin:tools_toolcall_result", args=[obj.pk]),
                 full_row=full,
                 projection=proj,
                 projection_json=_pretty(proj.payload) if proj else None,
@@ -180,7 +223,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
                 ),
                 removed_paths=removed_paths,
                 # The workbench renders the view: an App tool's, or an MCP-UI one in the result.
-                has_view=obj.is_app or (full is not None and embedded_ui_resource(full.raw) is not None),
+                has_view=tool_call_json(obj)["has_view"],
             )
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -14,6 +14,7 @@ bytes is known before the first byte is sent, so the response still has a `Conte
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import secrets
@@ -21,13 +22,14 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from asgiref.sync import sync_to_async
 from django.db import OperationalError, connection, transaction
 from django.db.models import Expression, JSONField
 from django.db.models.expressions import RawSQL
 
 from inspector import pg_nul
-from tools.models import ToolResult
+from tools.models import ToolResult, embedded_ui_resource
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +260,73 @@ def open_stored(tool_call_id) -> StoredResult | None:
         with blob:
             return StoredResult(tool_call_id, len(blob), rowid=rowid)
     return _open_pg_cursor(tool_call_id)
+
+
+def head(tool_call_id, limit: int) -> tuple[str, int] | None:
+    """(the first `limit` bytes of the stored text, cut before a character they would split; its
+    whole size in bytes), or None if the call has no result row: a page shows that much of a
+    result without reading the rest (SQLite: one blob read; PostgreSQL: one cast, `limit` bytes
+    sent)."""
+    if connection.vendor == "sqlite":
+        rowid = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(rowid=RawSQL("rowid", [])) \
+            .values_list("rowid", flat=True).first()
+        blob = _open_blob(tool_call_id, rowid) if rowid is not None else None
+        if blob is None:
+            return None
+        with blob:
+            data, octets = blob.read(limit), len(blob)
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT substring(r.b FROM 1 FOR %s), length(r.b) FROM (SELECT convert_to(raw::text, 'UTF8') AS b "
+                f"FROM {ToolResult._meta.db_table} WHERE tool_call_id = %s) AS r", [limit, tool_call_id])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        data, octets = bytes(row[0]), row[1]
+    return codecs.getincrementaldecoder("utf-8")().decode(data), octets  # not final: a split character is left out
+
+
+# MCP-UI resources are found by their URI scheme; JSON may write its slashes escaped.
+_UI_SCHEME = (b'"ui://', b'"ui:\\/\\/')
+
+
+class _Blocks(msgspec.Struct):
+    """A result's `content` blocks, each kept as its bytes: every other member is skipped."""
+
+    content: list[msgspec.Raw] = []
+
+
+def embedded_view(tool_call_id) -> dict | None:
+    """The MCP-UI `ui://` resource in a stored result's content (tools/models.py
+    `embedded_ui_resource`), without parsing a large result that holds none: its pieces are
+    scanned for a `ui://` string first, and only a result that has one is read whole, once, its
+    content blocks kept as bytes and only those naming `ui://` decoded."""
+    stored = open_stored(tool_call_id)
+    if stored is None:
+        return None
+    if stored.octets <= PIECE_BYTES:
+        return embedded_ui_resource(json.loads(stored.whole()))
+    pieces, tail, found = stored.pieces(), b"", False
+    try:
+        for piece in pieces:
+            window = tail + bytes(piece[:16])
+            if any(scheme in piece or scheme in window for scheme in _UI_SCHEME):
+                found = True
+                break
+            tail = bytes(piece[-16:])
+    finally:
+        pieces.close()
+    if not found:
+        return None
+    stored = open_stored(tool_call_id)
+    data = stored.whole() if stored is not None else b"{}"
+    for block in msgspec.json.decode(data, type=_Blocks).content:
+        if any(scheme in bytes(block) for scheme in _UI_SCHEME):
+            found_view = embedded_ui_resource({"content": [msgspec.json.decode(block)]})
+            if found_view is not None:
+                return found_view
+    return None
 
 
 async def body(stored: StoredResult, prefix: str = "", suffix: str = "") -> AsyncIterator[bytes]:
