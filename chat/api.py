@@ -19,8 +19,13 @@ from tools.models import Server, ToolCall
 
 
 def owned(request: HttpRequest, pk: int) -> Conversation:
-    """Conversations are private to their owner: anyone else gets a 404."""
+    """A conversation to change or continue: its owner's only; anyone else gets a 404."""
     return get_object_or_404(Conversation, pk=pk, owner=request.user)
+
+
+def readable(request: HttpRequest, pk: int) -> Conversation:
+    """A conversation to read: the owner's, or one shared with the team (chat/models.py)."""
+    return get_object_or_404(Conversation.objects.visible_to(request.user).select_related("owner"), pk=pk)
 
 
 class ConversationSettings(Body):
@@ -36,6 +41,7 @@ class ConversationSettings(Body):
     confirm_view_messages: bool | None = None
     offer_view_tools: bool | None = None
     use_tasks: bool | None = None
+    shared: bool | None = None
 
     @field_validator("api_base")
     @classmethod
@@ -73,6 +79,8 @@ def settings_from_body(request: HttpRequest, body: ConversationSettings, partial
         out["offer_view_tools"] = body.offer_view_tools
     if body.use_tasks is not None:
         out["use_tasks"] = body.use_tasks
+    if body.shared is not None:
+        out["shared"] = body.shared
     if body.temperature is not None:
         out["temperature"] = body.temperature
     if "server_ids" in sent or not partial:
@@ -94,7 +102,7 @@ def conversation_json(c: Conversation) -> dict[str, Any]:
         "id": c.pk, "title": c.title, "model": c.model, "api_base": c.api_base, "has_api_key": bool(c.api_key),
         "system_prompt": c.system_prompt, "temperature": c.temperature, "status": c.status, "read_only": c.read_only,
         "confirm_view_messages": c.confirm_view_messages, "offer_view_tools": c.offer_view_tools,
-        "use_tasks": c.use_tasks,
+        "use_tasks": c.use_tasks, "shared": c.shared, "owner": c.owner.get_username(),
         "server_ids": sorted(s.pk for s in c.servers.all()),
         "created_at": c.created_at.isoformat(), "updated_at": c.updated_at.isoformat(),
     }
@@ -167,7 +175,8 @@ def conversation_page(c: Conversation, request: HttpRequest) -> dict[str, Any]:
 @api_view("GET", "POST")
 def conversations(request: HttpRequest) -> JsonResponse:
     if request.method == "GET":
-        qs = Conversation.objects.filter(owner=request.user).prefetch_related("servers").order_by("-updated_at")
+        qs = (Conversation.objects.visible_to(request.user).select_related("owner").prefetch_related("servers")
+              .order_by("-updated_at"))
         q = request.GET.get("q", "").replace("\x00", "").strip()  # PostgreSQL refuses NUL in a query
         if q:
             qs = qs.filter(Q(title__icontains=q) | Q(messages__text__icontains=q)).distinct()
@@ -181,7 +190,7 @@ def conversations(request: HttpRequest) -> JsonResponse:
 
 @api_view("GET", "PATCH", "DELETE")
 def conversation_detail(request: HttpRequest, pk: int) -> JsonResponse:
-    conversation = owned(request, pk)
+    conversation = readable(request, pk) if request.method == "GET" else owned(request, pk)
     if request.method == "DELETE":
         conversation.delete()
         return JsonResponse({}, status=204)
@@ -230,12 +239,12 @@ def stop(request: HttpRequest, pk: int) -> JsonResponse:
 @api_view("GET")
 def llm_messages(request: HttpRequest, pk: int) -> JsonResponse:
     """Exactly what the next LLM request would carry (built by the same function the worker uses)."""
-    return JsonResponse(history.build(owned(request, pk)).as_json())
+    return JsonResponse(history.build(readable(request, pk)).as_json())
 
 
 @api_view("GET")
 def turn_detail(request: HttpRequest, pk: int) -> JsonResponse:
-    turn = get_object_or_404(Turn, pk=pk, conversation__owner=request.user)
+    turn = get_object_or_404(Turn, pk=pk, conversation__in=Conversation.objects.visible_to(request.user))
     return JsonResponse({"id": turn.pk, "status": turn.status, "steps": turn.steps, "error": turn.error,
                          "conversation_id": turn.conversation_id})
 
@@ -312,7 +321,7 @@ def export(request: HttpRequest, pk: int) -> JsonResponse:
     """The conversation as one versioned JSON file (no secrets), for import elsewhere."""
     from chat import archive
 
-    conversation = owned(request, pk)
+    conversation = readable(request, pk)
     response = JsonResponse(archive.export_conversation(conversation), json_dumps_params={"ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="{archive.export_filename(conversation)}"'
     return response
@@ -338,7 +347,7 @@ def player(request: HttpRequest, pk: int) -> JsonResponse:
     """Everything the replay player shows, turn by turn; full results stay at their `result_url`."""
     from chat import player as player_data
 
-    return JsonResponse(player_data.player_json(owned(request, pk)))
+    return JsonResponse(player_data.player_json(readable(request, pk)))
 
 
 @api_view("GET")
@@ -346,4 +355,4 @@ def player_view(request: HttpRequest, pk: int, call_id) -> JsonResponse:
     """An App view for the player: the stored one (an imported file's) or the server's cached view."""
     from chat import player as player_data
 
-    return JsonResponse(player_data.view_json(owned(request, pk), call_id))
+    return JsonResponse(player_data.view_json(readable(request, pk), call_id))

@@ -1,4 +1,4 @@
-"""The conversation WebSocket: `/ws/conversations/{id}/`, owner only.
+"""The conversation WebSocket: `/ws/conversations/{id}/`, its owner's, or anyone's once shared.
 
 Events (all JSON objects with a `type`) are documented in the README. On connect the socket
 sends `stream.snapshot` with the assistant text streamed so far in a running step; the page
@@ -17,7 +17,8 @@ from tools import events
 class ConversationConsumer(GroupRelayConsumer):
     async def groups_for_user(self, user):
         pk = self.scope["url_route"]["kwargs"]["pk"]
-        exists = await database_sync_to_async(lambda: Conversation.objects.filter(pk=pk, owner=user).exists())()
+        # Read-only: its owner, and anyone (viewers too) once it is shared with the team.
+        exists = await database_sync_to_async(lambda: Conversation.objects.visible_to(user).filter(pk=pk).exists())()
         return [events.conversation_group(pk)] if exists else None
 
     async def on_accepted(self, user):

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from inspector.encrypted import EncryptedTextField
+
+
+class ConversationQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "ConversationQuerySet":
+        """What a user may read: their own conversations and those shared with the team.
+
+        Only the owner changes a conversation or continues it; the others (viewers too) read it
+        in the replay player.
+        """
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(Q(owner=user) | Q(shared=True))
 
 
 class Conversation(models.Model):
@@ -15,6 +27,8 @@ class Conversation(models.Model):
         RUNNING = "running"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    # Readable (never changeable) by everyone who signs in, viewers included (inspector/roles.py).
+    shared = models.BooleanField("shared with the team", default=False)
     title = models.CharField(max_length=200, blank=True)
     model = models.CharField(max_length=200, help_text="A litellm model name, e.g. openai/gpt-4o-mini.")
     api_base = models.URLField("API base", max_length=500, blank=True, help_text="For Ollama, vLLM, LM Studio or any OpenAI-compatible endpoint.")
@@ -35,6 +49,8 @@ class Conversation(models.Model):
     imported = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ConversationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]

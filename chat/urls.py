@@ -8,6 +8,7 @@ urlpatterns = [
     path("chat/<int:pk>/", views.chat_view, name="chat_view"),
     path("chat/<int:pk>/rename/", views.conversation_rename, name="chat_rename"),
     path("chat/<int:pk>/delete/", views.conversation_delete, name="chat_delete"),
+    path("chat/<int:pk>/share/", views.conversation_share, name="chat_share"),
     path("account/provider-keys/", views.provider_keys, name="provider_keys"),
     path("api/conversations/", api.conversations, name="api_conversations"),
     # An App view's ui/update-model-context (chat/view_context.py); the view's other requests are tools/urls.py's.

@@ -41,7 +41,7 @@ class ConversationForm(forms.ModelForm):
 
 @require_GET
 def conversation_list(request: HttpRequest) -> HttpResponse:
-    qs = Conversation.objects.filter(owner=request.user).order_by("-updated_at")
+    qs = Conversation.objects.visible_to(request.user).select_related("owner").order_by("-updated_at")
     q = request.GET.get("q", "").replace("\x00", "").strip()  # PostgreSQL refuses NUL in a query
     if q:
         qs = qs.filter(Q(title__icontains=q) | Q(messages__text__icontains=q)).distinct()
@@ -67,9 +67,10 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def chat_view(request: HttpRequest, pk: int) -> HttpResponse:
-    conversation = get_object_or_404(Conversation.objects.prefetch_related("servers"), pk=pk, owner=request.user)
-    if conversation.read_only:
-        return redirect("chat_player", pk=pk)  # an imported conversation is only replayed, never continued
+    conversation = get_object_or_404(Conversation.objects.visible_to(request.user).prefetch_related("servers"), pk=pk)
+    if conversation.read_only or conversation.owner_id != request.user.pk:
+        # An imported conversation is only replayed, never continued; so is one shared by someone else.
+        return redirect("chat_player", pk=pk)
     return render(
         request,
         "chat/chat.html",
@@ -89,6 +90,17 @@ def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = get_object_or_404(Conversation, pk=pk, owner=request.user)
     conversation.title = request.POST.get("title", "").strip()[:200]
     conversation.save(update_fields=["title", "updated_at"])
+    return redirect("chat_view", pk=pk)
+
+
+@require_POST
+def conversation_share(request: HttpRequest, pk: int) -> HttpResponse:
+    """The owner shares the conversation with the team (everyone may read it in the player), or stops."""
+    conversation = get_object_or_404(Conversation, pk=pk, owner=request.user)
+    conversation.shared = request.POST.get("shared") == "1"
+    conversation.save(update_fields=["shared", "updated_at"])
+    messages.success(request, "Shared with the team: everyone who signs in can read it." if conversation.shared
+                     else "No longer shared: only you can see it.")
     return redirect("chat_view", pk=pk)
 
 
@@ -122,8 +134,10 @@ def provider_keys(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def player(request: HttpRequest, pk: int) -> HttpResponse:
-    """The read-only replay player (static/js/replay-player.js reads /api/conversations/{id}/player/)."""
-    conversation = get_object_or_404(Conversation, pk=pk, owner=request.user)
+    """The read-only replay player (static/js/replay-player.js reads /api/conversations/{id}/player/).
+
+    Also where the team reads a conversation shared with it."""
+    conversation = get_object_or_404(Conversation.objects.visible_to(request.user).select_related("owner"), pk=pk)
     return render(request, "chat/player.html", {
         "conversation": conversation,
         "page_data": {"conversationId": conversation.pk, "sandboxOrigin": settings.SANDBOX_ORIGIN,

@@ -50,3 +50,27 @@ class ApiToken(models.Model):
         if token.last_used_at is None or now - token.last_used_at >= cls.LAST_USED_PRECISION:
             cls.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user
+
+
+class SignInIdentity(models.Model):
+    """Who a user is at the team's OpenID Connect provider (inspector/oidc.py).
+
+    Matched by issuer and subject, which the provider never reassigns, rather than by email, which
+    can change or be claimed unverified: a local account is linked by email only once, and only
+    when the provider says the email is verified.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sign_in_identities")
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    email = models.CharField(max_length=254, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="one_user_per_oidc_subject")]
+        verbose_name = "sign-in identity"
+        verbose_name_plural = "sign-in identities"
+
+    def __str__(self) -> str:
+        return f"{self.email or self.subject} at {self.issuer}"

@@ -120,6 +120,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "inspector.middleware.TokenAuthMiddleware",
+    "inspector.roles.ViewerReadOnlyMiddleware",
     "inspector.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -139,6 +140,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "inspector.roles.role_context",
             ],
         },
     },
@@ -344,6 +346,41 @@ LLM_STEP_LEASE_MARGIN = _env_float("LLM_STEP_LEASE_MARGIN", 60.0)
 # Fault tests only (tests/faults/test_worker_killed_before_chord.py): seconds a worker waits
 # between storing a step that asked for tools and scheduling their chord, a window to kill it in.
 FAULT_PAUSE_BEFORE_CHORD = _env_float("FAULT_PAUSE_BEFORE_CHORD", 0.0)
+
+# --- Team sign-in: OpenID Connect (inspector/oidc.py, mozilla-django-oidc) -----------------
+# Off unless OIDC_ISSUER is set. Endpoints and the signing algorithm come from the issuer's
+# /.well-known/openid-configuration; the client secret comes from the environment only and is
+# sent only to the token endpoint. Local accounts keep working beside it.
+def _env_list(name: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, "").split(",") if v.strip()]
+
+
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").strip().rstrip("/")
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "").strip()
+OIDC_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "")
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "").strip() or (urlsplit(OIDC_ISSUER).hostname or "")
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "").strip() or "openid email profile"
+# Who may sign in: an email domain in OIDC_ALLOWED_DOMAINS and/or a group in OIDC_ALLOWED_GROUPS
+# (each list checked only when set; both set: both must pass). Lower-cased, exact domains.
+OIDC_ALLOWED_DOMAINS = [d.lower().lstrip("@") for d in _env_list("OIDC_ALLOWED_DOMAINS")]
+OIDC_ALLOWED_GROUPS = _env_list("OIDC_ALLOWED_GROUPS")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "").strip() or "groups"
+# Roles from the provider's groups, applied at every sign-in when either list is set
+# (inspector/roles.py): admin (Django staff) wins over viewer; anyone else is a member.
+OIDC_ADMIN_GROUPS = _env_list("OIDC_ADMIN_GROUPS")
+OIDC_VIEWER_GROUPS = _env_list("OIDC_VIEWER_GROUPS")
+OIDC_ENABLED = bool(OIDC_ISSUER and OIDC_CLIENT_ID)
+
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.append("inspector.oidc.SignInBackend")
+# mozilla-django-oidc's own names for what the backend and views do not take from discovery.
+OIDC_RP_CLIENT_ID = OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = OIDC_CLIENT_SECRET
+OIDC_RP_SCOPES = OIDC_SCOPES
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = _env_float("OIDC_TIMEOUT", 10.0)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_callback"
 
 # litellm must never phone home for its cost map: the machine may be offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -37,7 +37,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "home.html",
         {
             "servers": servers,
-            "conversations": Conversation.objects.filter(owner=request.user).order_by("-updated_at")[:8],
+            "conversations": Conversation.objects.visible_to(request.user).order_by("-updated_at")[:8],
             "recent_calls": ToolCall.objects.visible_to(request.user).select_related("server").order_by("-queued_at")[:8],
         },
     )

@@ -335,10 +335,17 @@ class RpcFrame(models.Model):
 
 class ToolCallQuerySet(models.QuerySet):
     def visible_to(self, user) -> "ToolCallQuerySet":
+        """Calls a user may read: their own, their conversations', and those of conversations shared with the team."""
         if not user.is_authenticated:
             return self.none()
         if user.is_superuser:
             return self
+        return self.filter(Q(requested_by=user) | Q(conversation__owner=user) | Q(conversation__shared=True))
+
+    def acted_on_by(self, user) -> "ToolCallQuerySet":
+        """Calls a user may act on (run in a view, cancel, answer for): their own and their conversations'."""
+        if not user.is_authenticated:
+            return self.none()
         return self.filter(Q(requested_by=user) | Q(conversation__owner=user))
 
 

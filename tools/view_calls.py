@@ -29,7 +29,7 @@ class ResultBody(LenientBody):
 
 
 def _view_call(request: HttpRequest, pk) -> ToolCall:
-    call = get_object_or_404(ToolCall.objects.visible_to(request.user), pk=pk)
+    call = get_object_or_404(ToolCall.objects.acted_on_by(request.user), pk=pk)
     if call.origin != ToolCall.Origin.VIEW:
         raise ApiError("Only a call of a view's own tool is run by the page.", status=409)
     return call
