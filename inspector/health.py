@@ -31,11 +31,19 @@ def check_redis() -> dict:
     return {"ok": True, "ms": round((time.monotonic() - started) * 1000, 1)}
 
 
-def check_workers(timeout: float = 1.5) -> dict:
+def check_workers(timeout: float = 1.5, hostname: str | None = None) -> dict:
+    """A Celery ping: it is answered by the worker's consumer loop, so an answer means the worker
+    is connected and taking messages, not only that its process is alive."""
     from inspector.celery import app
 
     try:
-        replies = app.control.ping(timeout=timeout)
+        if hostname:
+            from celery.utils.nodenames import host_format
+
+            hostname = host_format(hostname)  # "worker-1@%h", as the unit file names it
+            replies = app.control.ping(destination=[hostname], timeout=timeout, limit=1)
+        else:
+            replies = app.control.ping(timeout=timeout)
     except Exception as exc:
         return {"ok": False, "error": str(exc), "workers": []}
     names = sorted(name for reply in replies for name in reply)
@@ -44,10 +52,22 @@ def check_workers(timeout: float = 1.5) -> dict:
     return {"ok": True, "workers": names}
 
 
-def report() -> tuple[bool, dict]:
+def report(role: str = "all") -> tuple[bool, dict]:
+    """The app's health; `role="web"` is one web process's own (database and Redis, no worker
+    ping), for a proxy's health check that must not fail every web process when workers are down."""
     checks = {"database": check_database(), "redis": check_redis()}
-    # Without Redis a worker ping would only hang until its timeout.
-    checks["worker"] = check_workers() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down."}
+    if role != "web":
+        # Without Redis a worker ping would only hang until its timeout.
+        checks["worker"] = check_workers() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down."}
+    healthy = all(c["ok"] for c in checks.values())
+    return healthy, {"status": "ok" if healthy else "degraded", "checks": checks}
+
+
+def worker_report(hostname: str | None = None) -> tuple[bool, dict]:
+    """The worker role's health: the named worker (or any) answers a ping."""
+    checks = {"redis": check_redis()}
+    checks["worker"] = (check_workers(timeout=3.0, hostname=hostname) if checks["redis"]["ok"]
+                        else {"ok": False, "error": "Redis is down."})
     healthy = all(c["ok"] for c in checks.values())
     return healthy, {"status": "ok" if healthy else "degraded", "checks": checks}
 

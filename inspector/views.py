@@ -19,8 +19,10 @@ from inspector.models import ApiToken
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Public for load balancers and monitors; the details (errors, worker names) are for staff."""
-    healthy, body = health.report()
+    """Public for load balancers and monitors; the details (errors, worker names) are for staff.
+
+    `?role=web` checks only what this web process needs (database, Redis): a proxy's check."""
+    healthy, body = health.report(role="web" if request.GET.get("role") == "web" else "all")
     if not request.user.is_staff:
         body = health.summary(body)
     return JsonResponse(body, status=200 if healthy else 503)

@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from inspector.launch import free_port  # noqa: F401  (tests import it from here)
+from inspector.launch import daphne_command, endpoint, free_port, stop_tree, worker_command  # noqa: F401
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Logs and screenshots of a run; CI gives its two parallel runs (SQLite, PostgreSQL) one each.
@@ -49,11 +48,7 @@ def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def stop_process(proc: subprocess.Popen) -> None:
-    from inspector.launch import Processes
-
-    procs = Processes()
-    procs.procs.append(("proc", proc))
-    procs.stop(timeout=10)
+    stop_tree([proc], timeout=10)
 
 
 def start_worker(hostname: str, extra: dict[str, str] | None = None, log_name: str = "worker.log") -> subprocess.Popen:
@@ -65,11 +60,7 @@ def start_worker(hostname: str, extra: dict[str, str] | None = None, log_name: s
     env = process_env(extra)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "celery", "-A", "inspector", "worker",
-                "--pool", "threads", "--concurrency", "8", "--loglevel", "INFO",
-                "--queues", "default,tools,llm", "--hostname", hostname, "--without-gossip", "--without-mingle",
-            ],
+            worker_command(hostname, concurrency=8),
             cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
     pinger = app
@@ -174,20 +165,20 @@ class Api:
         return self._send("delete", path)
 
 
-def start_daphne(log_name: str) -> LiveApp:
+def start_daphne(log_name: str, extra: dict[str, str] | None = None) -> LiveApp:
     """The real ASGI app under daphne (HTTP and WebSockets) on free ports, main and sandbox
-    origins, on this run's database and Redis."""
+    origins, on this run's database and Redis (or those `extra` names), started by the
+    launcher's own command line."""
     from inspector.launch import wait_for_port
 
     port, sandbox_port = free_port(), free_port()
     url, sandbox = f"http://127.0.0.1:{port}", f"http://localhost:{sandbox_port}"
     log = ARTIFACTS / log_name
     log.parent.mkdir(exist_ok=True)
-    env = process_env({"PUBLIC_URL": url, "SANDBOX_ORIGIN": sandbox})
-    with open(log, "wb") as out:
+    env = process_env({"PUBLIC_URL": url, "SANDBOX_ORIGIN": sandbox, **(extra or {})})
+    with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1",
-             "-e", f"tcp:port={sandbox_port}:interface=127.0.0.1", "inspector.asgi:application"],
+            daphne_command([endpoint(port), endpoint(sandbox_port)]),
             cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:

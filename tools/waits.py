@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from typing import Any
 
 import redis
 import redis.asyncio as aredis
 from django.conf import settings
+
+log = logging.getLogger(__name__)
 
 _KEY_TTL = 3600  # a message nobody took (the call already ended) does not stay forever
 
@@ -63,13 +66,24 @@ def _async_client() -> aredis.Redis:
 
 
 async def wait(key: str, timeout: float) -> dict[str, Any] | None:
-    """The next message pushed on `key`, or None after `timeout` seconds."""
-    if timeout <= 0:
-        return None
-    item = await _async_client().blpop([key], timeout=max(timeout, 0.01))
-    if item is None:
-        return None
-    return json.loads(item[1])
+    """The next message pushed on `key`, or None after `timeout` seconds.
+
+    A Redis outage does not end the wait (it would end the live call waiting on it): it is tried
+    again each second until `timeout`. A message pushed while Redis was down is lost with Redis."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    warned = False
+    while (remaining := deadline - loop.time()) > 0:
+        try:
+            item = await _async_client().blpop([key], timeout=max(remaining, 0.01))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if not warned:
+                log.warning("waiting on %s: Redis is unavailable (%s); trying again each second", key, exc)
+                warned = True
+            await asyncio.sleep(min(1.0, max(remaining, 0)))
+            continue
+        return None if item is None else json.loads(item[1])
+    return None
 
 
 async def discard(key: str) -> None:

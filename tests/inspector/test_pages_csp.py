@@ -6,8 +6,6 @@ a loopback HTTP server that records every request made to it (the would-be exfil
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from chat.models import Conversation
-from tests.helpers import ARTIFACTS, BASE_DIR, LiveApp, free_port, process_env, stop_process, login_page, refresh_tools, run_call, wait_for
+from tests.helpers import start_daphne, stop_process, login_page, refresh_tools, run_call, wait_for
 from tools.models import ToolCall
 
 # A 1x1 transparent PNG.
@@ -71,23 +69,10 @@ def recorder():
 def live_app_allowing_images(django_db_setup, django_db_blocker, recorder):
     """A second daphne whose CSP allows images from the recorder (CSP_IMG_SRC), as a team would
     configure it: the allow button then really loads the image, so the test sees a request."""
-    from inspector.launch import wait_for_port
-
-    port, sandbox_port = free_port(), free_port()
-    url, sandbox = f"http://127.0.0.1:{port}", f"http://localhost:{sandbox_port}"
-    log = ARTIFACTS / "daphne-csp.log"
-    log.parent.mkdir(exist_ok=True)
     with django_db_blocker.unblock():
-        env = process_env({"PUBLIC_URL": url, "SANDBOX_ORIGIN": sandbox, "CSP_IMG_SRC": recorder.origin})
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1",
-             "-e", f"tcp:port={sandbox_port}:interface=127.0.0.1", "inspector.asgi:application"],
-            cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    wait_for_port("127.0.0.1", port, 30, proc)
-    yield LiveApp(url, sandbox, proc)
-    stop_process(proc)
+        app = start_daphne("daphne-csp.log", {"CSP_IMG_SRC": recorder.origin})
+    yield app
+    stop_process(app.proc)
 
 
 def csp_directives(header: str) -> dict[str, list[str]]:
