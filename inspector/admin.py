@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from inspector.models import ApiToken
+from inspector.models import ApiToken, SignInIdentity
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -21,6 +21,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
     fields = ("user", "name", "prefix", "created_at", "last_used_at")
     readonly_fields = fields
     list_select_related = ("user",)
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(SignInIdentity)
+class SignInIdentityAdmin(admin.ModelAdmin):
+    """Who signed in through the team's provider (inspector/oidc.py); made by sign-ins, deletable to unlink."""
+
+    list_display = ("user", "email", "issuer", "subject", "last_sign_in_at")
+    fields = ("user", "email", "issuer", "subject", "created_at", "last_sign_in_at")
+    readonly_fields = fields
+    list_select_related = ("user",)
+    search_fields = ("email", "subject", "user__username")
 
     def has_add_permission(self, request):
         return False
