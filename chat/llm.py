@@ -9,11 +9,12 @@ runs and what is stored; this module only asks the model and reports what it sai
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
-import litellm
 import redis
 from django.conf import settings
 from django.utils import timezone
@@ -23,7 +24,6 @@ from chat.models import Conversation, ProviderKey, Turn
 from inspector.events import publish
 
 log = logging.getLogger(__name__)
-litellm.suppress_debug_info = True
 
 STOP_POLL_SECONDS = 0.5
 PROGRESS_BEAT_SECONDS = 10
@@ -37,6 +37,21 @@ class Answer:
     tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"id", "name", "arguments" (JSON text)}
     usage: dict[str, Any] | None = None
     stopped: bool = False
+
+
+def load_litellm() -> ModuleType:
+    """litellm, imported on the first request to a model rather than at the top of this module.
+
+    Importing it costs ~3 s of CPU (it loads the OpenAI SDK's types and every provider), and this
+    module is reached from the URL configuration and from the Celery app's task modules: a
+    top-level import made every daphne, worker and management command pay it at start. Only the
+    code that calls a model (stream() here, chat/sampling.py) asks for it.
+    tests/inspector/test_cold_start.py fails if a process imports it at start again.
+    """
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Provider List: ..." banners in the worker's log
+    return litellm
 
 
 # --- live stream buffer: lets a page that opens mid-stream show the text so far -----------------
@@ -96,7 +111,8 @@ def credentials(conversation: Conversation) -> dict[str, str]:
 
 def describe_provider_error(exc: Exception) -> str:
     """A message a person can act on; never includes the key."""
-    kinds = [
+    litellm = sys.modules.get("litellm")  # not imported yet: then `exc` is none of its errors
+    kinds = [] if litellm is None else [
         (litellm.AuthenticationError, "The provider rejected the API key"),
         (litellm.RateLimitError, "The provider's rate limit was hit"),
         (litellm.NotFoundError, "The provider does not know this model"),
@@ -199,6 +215,7 @@ def stream(conversation: Conversation, turn: Turn, request: history.LlmRequest) 
     buffer = _redis()
     last_check = last_beat = time.monotonic()
     stopped = False
+    litellm = load_litellm()
     response = litellm.completion(**kwargs)
     for chunk in response:
         chunks.append(chunk)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import litellm
 from django.conf import settings
 
-from chat.llm import credentials, describe_provider_error
+from chat.llm import credentials, describe_provider_error, load_litellm
 from chat.models import ProviderKey
 from tools import events
 from tools.models import ServerRequest
@@ -60,7 +59,7 @@ def run(server_request_id: str) -> str:
     if isinstance(row.params.get("temperature"), int | float):
         kwargs["temperature"] = row.params["temperature"]
     try:
-        response = litellm.completion(**kwargs)
+        response = load_litellm().completion(**kwargs)
         choice = response.choices[0]
         text = choice.message.content or ""
         result = {"role": "assistant", "content": {"type": "text", "text": text}, "model": model,
