@@ -17,7 +17,8 @@ from chat import archive
 from chat.models import Conversation, Message, ModelContext
 from inspector.api import ApiError
 from tools.events import tool_call_json
-from tools.models import Server, Tool, ToolCall, UiResource, embedded_ui_resource
+from tools import stored_result
+from tools.models import Server, Tool, ToolCall, UiResource
 
 
 def _ms(a, b) -> float | None:
@@ -85,11 +86,9 @@ def view_json(conversation: Conversation, call_id) -> dict[str, Any]:
     """The App view of one of the conversation's calls, without calling any tool."""
     from tools.widgets import _html_of, _view_json, fetch_ui_resource
 
-    call = get_object_or_404(ToolCall.objects.select_related("server", "full_result"), pk=call_id, conversation=conversation)
+    call = get_object_or_404(ToolCall.objects.select_related("server"), pk=call_id, conversation=conversation)
     context = ModelContext.objects.filter(tool_call=call).first()
-    result = call.related_or_none("full_result")
-    raw = result.raw if result else None
-    embedded = embedded_ui_resource(raw)
+    embedded = stored_result.embedded_view(call.pk)  # read in pieces, parsed only if it names a ui:// resource
     if conversation.imported:
         stored = archive.imported_view(conversation, call) or {}
         definition = stored.get("tool") or {"name": call.tool_name}

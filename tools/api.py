@@ -277,10 +277,11 @@ def tool_call_detail(request: HttpRequest, pk) -> HttpResponse:
     if stored is None or stored.octets <= stored_result.PIECE_BYTES:
         full_text = stored.whole() if stored else b"null"
         return HttpResponse(prefix.encode() + full_text + suffix.encode(), content_type="application/json")
-    return _streamed(stored, prefix, suffix)
+    return streamed(stored, prefix, suffix)
 
 
-def _streamed(stored: stored_result.StoredResult, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
+def streamed(stored: stored_result.StoredResult, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
+    """An answer carrying a stored result, sent in pieces as it is read (tools/stored_result.py)."""
     content = stored_result.ResultBody(stored, prefix, suffix)
     response = StreamingHttpResponse(content, content_type="application/json")  # Django will call content.close()
     response["Content-Length"] = str(content.content_length())
@@ -299,7 +300,7 @@ def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
     stored = stored_result.open_stored(call.pk)
     if stored is None:
         raise ApiError(f"This tool call has no result (it is {call.status}).", status=404, call_status=call.status)
-    return _streamed(stored)
+    return streamed(stored)
 
 
 @api_view("POST")

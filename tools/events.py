@@ -26,6 +26,7 @@ from django.db.models.functions import Cast, Length, Substr
 
 from inspector import pg_nul
 from inspector.events import JSON_TEXT, publish
+from tools import stored_result
 from tools.deadlines import call_timeout, max_timeout
 from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
 from tools.projection import APP_POLICY
@@ -128,9 +129,9 @@ def _has_view(call: ToolCall, result: ToolResult | None, proj: Projection | None
             return call.summary_view_replaced
         return any(isinstance(r, dict) and str(r.get("reason", "")).startswith(_VIEW_NOTE) for r in proj.removed or [])
     # forward-all, a cancelled call or a failed projection kept no such record: look at the result.
-    raw = result.raw if "raw" not in result.get_deferred_fields() else \
-        ToolResult.objects.filter(pk=result.pk).values_list("raw", flat=True).first()
-    return embedded_ui_resource(raw) is not None
+    if "raw" in result.get_deferred_fields():  # read in pieces, parsed only if it names a ui:// resource
+        return stored_result.embedded_view(result.pk) is not None
+    return embedded_ui_resource(result.raw) is not None
 
 
 def _cut(text: str | None, limit: int | None) -> str:

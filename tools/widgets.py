@@ -12,14 +12,15 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
-from tools.api import wait_for_worker
+from tools import stored_result
+from tools.api import streamed, wait_for_worker
 from tools.calls import start_tool_call
-from tools.models import Server, Tool, ToolCall, UiResource, embedded_ui_resource
+from tools.models import Server, Tool, ToolCall, UiResource
 
 APP_MIME = "text/html;profile=mcp-app"
 SKYBRIDGE_MIME = "text/html+skybridge"
@@ -77,12 +78,10 @@ def view(request: HttpRequest, pk) -> JsonResponse:
     """The view of a tool call: the tool's ui:// resource, or an MCP-UI resource in its result."""
     call = view_call_of(request, pk)
     tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
-    result = call.related_or_none("full_result")
-    embedded = embedded_ui_resource(result.raw) if result else None
     if tool and tool.ui_resource_uri:
         resource = fetch_ui_resource(call.server, tool.ui_resource_uri, request.user.pk)
         html, mime, meta = resource.html, resource.mime_type, resource.meta
-    elif embedded:
+    elif embedded := stored_result.embedded_view(call.pk):  # never the whole of a big result without one
         # MCP-UI: the view travels inside the result itself.
         html, mime, meta = _html_of(embedded), embedded.get("mimeType") or "", ((embedded.get("_meta") or {}).get("ui")) or {}
     else:
@@ -147,7 +146,7 @@ class ReadBody(LenientBody):
 
 
 @api_view("POST")
-def tools_call(request: HttpRequest, pk) -> JsonResponse:
+def tools_call(request: HttpRequest, pk) -> HttpResponse:
     """`tools/call` from a view: own server only, and only tools visible to apps."""
     origin_call = view_call_of(request, pk)
     return _view_tools_call(request, origin_call.server, origin_call)
@@ -174,7 +173,7 @@ def view_tools(server: Server, uri: str) -> list[Tool]:
 
 
 @api_view("POST")
-def preview_tools_call(request: HttpRequest, pk: int) -> JsonResponse:
+def preview_tools_call(request: HttpRequest, pk: int) -> HttpResponse:
     """`tools/call` from a previewed view: the same rules, stored with origin "widget" and no parent call."""
     server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
     return _view_tools_call(request, server, None)
@@ -186,7 +185,7 @@ def preview_resources_read(request: HttpRequest, pk: int) -> JsonResponse:
     return _view_resources_read(request, server)
 
 
-def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> JsonResponse:
+def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> HttpResponse:
     body = parse_body(request, ToolsCallBody)
     name, arguments = body.name, body.arguments or {}
     tool = Tool.objects.filter(server=server, name=name).first()
@@ -200,9 +199,12 @@ def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall
     )
     # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is already enqueued.
     call = _wait_final(call)
-    result = call.related_or_none("full_result")
-    if result is not None:
-        return JsonResponse(result.raw)
+    # The stored text as it is, in pieces when it is large: never parsed here.
+    stored = stored_result.open_stored(call.pk)
+    if stored is not None:
+        if stored.octets <= stored_result.PIECE_BYTES:
+            return HttpResponse(stored.whole(), content_type="application/json")
+        return streamed(stored)
     return JsonResponse({"content": [{"type": "text", "text": call.error or call.status}], "isError": True})
 
 

@@ -310,3 +310,47 @@ def test_a_reader_the_view_opened_but_no_response_closed_holds_nothing(big_call)
     # Whatever connection comes next can write.
     ToolCall.objects.filter(pk=call.pk).update(error="written after")
     assert ToolCall.objects.get(pk=call.pk).error == "written after"
+
+
+# --- what pages read of a result: its first bytes, and whether it carries an MCP-UI view ------------
+
+def test_the_head_is_the_first_bytes_cut_before_a_split_character(stored_call):
+    call, _ = stored_call
+    data = column_text(call).encode()
+    for limit in (1, 2, 3, 4, 5, 17, 1000, len(data) - 1, len(data), len(data) + 10):
+        text, octets = stored_result.head(call.pk, limit)
+        assert octets == len(data)
+        assert text == data[:limit].decode("utf-8", errors="ignore")  # MIXED is valid: only the split end goes
+        assert len(data[:limit]) - len(text.encode()) < 4
+    assert stored_result.head(call.pk, len(data))[0] == column_text(call)
+    other = ToolCall.objects.create(server=call.server, tool_name="t", origin="manual", requested_by=call.requested_by)
+    assert stored_result.head(other.pk, 100) is None
+
+
+UI_RESOURCE = {"uri": "ui://widget/card", "mimeType": "text/html", "text": "<p>card</p>"}
+
+
+@pytest.mark.parametrize("blocks, found", [
+    ([{"type": "text", "text": MIXED * 900}], False),
+    # A text that merely names the scheme is read whole and found to hold no view.
+    ([{"type": "text", "text": MIXED * 900 + "see ui://widget/card"}], False),
+    ([{"type": "text", "text": MIXED * 900}, {"type": "resource", "resource": UI_RESOURCE}], True),
+])
+def test_a_view_in_a_big_result_is_found_without_reading_the_column_as_a_value(user, monkeypatch, blocks, found):
+    """The pages that look for an MCP-UI view (has_view in every summary, the view and player
+    endpoints) read a big result in pieces; the column is never selected as a JSON value (a
+    40 MB result parsed whole costs daphne ~10x its size)."""
+    from django.test.utils import CaptureQueriesContext
+
+    from tools.events import summary_queryset, tool_call_json
+    from tools.models import Projection
+
+    monkeypatch.setattr(stored_result, "PIECE_BYTES", 4096)  # "big": several pieces
+    call = store_call(user, {"content": blocks, "structuredContent": {"rows": [MIXED] * 50}})
+    assert ToolResult.objects.get(pk=call.pk).size_bytes > 4 * 4096
+    # forward-all keeps no record of a replaced view: the result itself is looked at.
+    Projection.objects.create(tool_call=call, payload={}, text="", policy="forward-all", size_bytes=0, tokens=0)
+    with CaptureQueriesContext(connection) as queries:
+        assert stored_result.embedded_view(call.pk) == (UI_RESOURCE if found else None)
+        assert tool_call_json(summary_queryset(ToolCall.objects.filter(pk=call.pk)).get())["has_view"] is found
+    assert not [q["sql"] for q in queries if '."raw"' in q["sql"]]
