@@ -11,8 +11,11 @@ a stdio child of the worker with --transport stdio). Before measuring, one small
 tool and one request to each page warm both processes up. Two
 results: `big_text` (one text block of N MB) and `big_structured` (a short text and a
 structuredContent of N MB). For each: the call through the API, then the answers a person's
-browser would ask for. RSS is sampled every 10 ms; "peak over idle" is the peak during that
-step minus the process's RSS just before it.
+browser would ask for (API, admin change page and list, downloads); then the chat path: a
+turn whose model (the scripted stand-in, tests/fake_llm.py) calls the tool, so the worker runs
+the LLM step, the tool call and the next step, and the conversation's pages after it. RSS is
+sampled every 10 ms; "peak over idle" is the peak during that step minus the process's RSS
+just before it.
 """
 
 from __future__ import annotations
@@ -123,7 +126,8 @@ def main() -> int:
                                         "inspector.asgi:application"], env=env, stdout=logs, stderr=logs)
         wait_for_port("127.0.0.1", port, 30, daphne)
         http_server = start_server("basic.py", "http")
-        user = get_user_model().objects.create_user("big-bench", is_staff=True)
+        user = get_user_model().objects.create_user("big-bench", password="big-bench-pass", is_staff=True,
+                                                    is_superuser=True)
         _, key = ApiToken.issue(user, "bench")
         if args.transport == "stdio":
             server = Server.objects.create(name="basic", transport="stdio", command=sys.executable,
@@ -136,6 +140,50 @@ def main() -> int:
         api = httpx.Client(base_url=os.environ["PUBLIC_URL"], headers={"Authorization": f"Token {key}"}, timeout=300)
 
         rows: list[tuple[str, str, float, int | None, dict]] = []
+        # A signed-in browser (session cookie) for the admin's pages and the chat page.
+        browser = httpx.Client(base_url=os.environ["PUBLIC_URL"], timeout=300)
+        browser.get("/login/")
+        browser.post("/login/", data={"username": "big-bench", "password": "big-bench-pass",
+                                      "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+                     headers={"Referer": os.environ["PUBLIC_URL"] + "/login/"})
+        assert "sessionid" in browser.cookies, "the bench could not sign in"
+
+        from chat.history import offered_tools
+        from chat.models import Conversation, Turn
+        from tests.fake_llm import FakeLLMServer
+
+        llm = FakeLLMServer().start()
+        conversation = Conversation.objects.create(owner=user, model="openai/test-model", api_base=llm.url,
+                                                   api_key="sk-bench")
+        conversation.servers.set([server])
+        llm_names = {tool: name for name, (_, tool) in offered_tools(conversation)[1].items()}
+
+        def run_turn(tool: str, megabytes: float) -> str:
+            """One chat turn: the model calls `tool`, then answers; returns the call's id."""
+            llm.script([{"tool_calls": [{"name": llm_names[tool], "arguments": {"megabytes": megabytes}}]},
+                        {"text": "Done."}])
+            turn_id = api.post(f"/api/conversations/{conversation.pk}/messages/",
+                               json={"text": f"call {tool}"}).json()["turn_id"]
+            from tools.models import ToolCall
+
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                status = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
+                if status != Turn.Status.RUNNING:
+                    assert status == Turn.Status.COMPLETED, status
+                    return str(ToolCall.objects.filter(turn_id=turn_id).latest("queued_at").pk)
+                time.sleep(0.05)
+            raise RuntimeError(f"the turn calling {tool} did not finish")
+
+        def pages_of(call_id: str) -> list[tuple[str, httpx.Client, str]]:
+            return [
+                ("GET /api/tool-calls/{id}/", api, f"/api/tool-calls/{call_id}/"),
+                ("GET /api/tool-calls/{id}/result/", api, f"/api/tool-calls/{call_id}/result/"),
+                ("GET admin tool call change page", browser, f"/admin/tools/toolcall/{call_id}/change/"),
+                ("GET admin tool call list", browser, "/admin/tools/toolcall/"),
+                ("GET admin full result download", browser, f"/admin/tools/toolcall/{call_id}/result/"),
+                ("GET /tool-calls/{id}/workbench/ (page)", browser, f"/tool-calls/{call_id}/workbench/"),
+            ]
 
         def run_call(tool: str, megabytes: float) -> str:
             call_id = api.post(f"/api/servers/{server.pk}/tools/{tool}/call/",
@@ -156,19 +204,36 @@ def main() -> int:
             small = run_call(tool, 0.05)
             for path in (f"/api/tool-calls/{small}/", f"/api/tool-calls/{small}/result/", "/rpc-log/", "/rpc-log/export/"):
                 api.get(path)
+            for _, client, path in pages_of(small):
+                client.get(path)
+            run_turn(tool, 0.05)  # the chat path imports litellm and its tokenizers once
+        browser.get(f"/chat/{conversation.pk}/")
+        api.get(f"/api/conversations/{conversation.pk}/")
 
         for tool in ("big_text", "big_structured"):
             call_id, seconds, mem = rss.measure(lambda tool=tool: run_call(tool, args.megabytes))
             rows.append((tool, "tool call, end to end (POST, worker, both rows)", seconds, None, mem))
-            for label, path in (
-                ("GET /api/tool-calls/{id}/", f"/api/tool-calls/{call_id}/"),
-                ("GET /api/tool-calls/{id}/result/", f"/api/tool-calls/{call_id}/result/"),
-                ("GET /rpc-log/ (page)", "/rpc-log/"),
-                ("GET /rpc-log/export/", "/rpc-log/export/"),
+            for label, client, path in (
+                *pages_of(call_id),
+                ("GET /rpc-log/ (page)", browser, "/rpc-log/"),
+                ("GET /rpc-log/export/", api, "/rpc-log/export/"),
             ):
-                response, seconds, mem = rss.measure(lambda path=path: api.get(path))
+                response, seconds, mem = rss.measure(lambda client=client, path=path: client.get(path))
                 size = len(response.content) if response.status_code == 200 else None
                 rows.append((tool, f"{label} → {response.status_code}", seconds, size, mem))
+
+        for tool in ("big_text", "big_structured"):
+            call_id, seconds, mem = rss.measure(lambda tool=tool: run_turn(tool, args.megabytes))
+            rows.append((tool, "chat turn, end to end (LLM step, tool call, next step)", seconds, None, mem))
+            for label, client, path in (
+                ("GET /chat/{id}/ (page)", browser, f"/chat/{conversation.pk}/"),
+                ("GET /api/conversations/{id}/", api, f"/api/conversations/{conversation.pk}/"),
+                ("GET admin tool call change page (chat call)", browser, f"/admin/tools/toolcall/{call_id}/change/"),
+            ):
+                response, seconds, mem = rss.measure(lambda client=client, path=path: client.get(path))
+                size = len(response.content) if response.status_code == 200 else None
+                rows.append((tool, f"{label} → {response.status_code}", seconds, size, mem))
+        llm.stop()
 
         db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         print(f"\n{args.megabytes:g} MB results, {args.transport} server, database {db}, {os.cpu_count()} CPUs, load "
