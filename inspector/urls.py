@@ -4,7 +4,21 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from inspector import oidc, views
+from inspector import views
+
+
+def _oidc_view(name: str):
+    """inspector/oidc.py's view, imported at the first sign-in: it brings requests and PyJWT
+    (~0.1-0.3 s), which no process should pay at start-up for a page that may never be used."""
+
+    @login_not_required
+    def view(request, *args, **kwargs):
+        from inspector import oidc
+
+        return getattr(oidc, name).as_view()(request, *args, **kwargs)
+
+    return view
+
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,8 +26,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(
         extra_context={"oidc_provider_name": settings.OIDC_PROVIDER_NAME if settings.OIDC_ENABLED else ""}
     ), name="login"),
-    path("oidc/authenticate/", login_not_required(oidc.SignInView.as_view()), name="oidc_authenticate"),
-    path("oidc/callback/", login_not_required(oidc.CallbackView.as_view()), name="oidc_callback"),
+    path("oidc/authenticate/", _oidc_view("SignInView"), name="oidc_authenticate"),
+    path("oidc/callback/", _oidc_view("CallbackView"), name="oidc_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", views.tokens, name="tokens"),
     path("account/tokens/new/", views.token_create, name="token_create"),
