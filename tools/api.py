@@ -303,6 +303,20 @@ def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
     return streamed(stored)
 
 
+@api_view("GET")
+def tool_call_result_preview(request: HttpRequest, pk) -> JsonResponse:
+    """The first RESULT_PREVIEW_BYTES of the full result as stored (`text`, cut before a character
+    it would split), its size, and whether that is all of it: what a page shows of a big result,
+    read without the rest (tools/stored_result.py `head`); the whole is at `result_url`."""
+    call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk", "status"), pk=pk)
+    shown = stored_result.head(call.pk, settings.RESULT_PREVIEW_BYTES)
+    if shown is None:
+        raise ApiError(f"This tool call has no result (it is {call.status}).", status=404, call_status=call.status)
+    text, octets = shown
+    return JsonResponse({"text": text, "size_bytes": octets, "complete": len(text.encode()) == octets,
+                         "result_url": f"/api/tool-calls/{call.pk}/result/"})
+
+
 @api_view("POST")
 def tool_call_replay(request: HttpRequest, pk) -> JsonResponse:
     """Run a stored call again (same server, tool and arguments) as a new call with origin `replay`."""

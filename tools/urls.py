@@ -35,6 +35,7 @@ urlpatterns = [
     path("api/servers/<int:pk>/tools/<path:name>/view/", widgets.tool_view, name="api_tool_view"),
     path("api/tool-calls/<uuid:pk>/", api.tool_call_detail, name="api_tool_call"),
     path("api/tool-calls/<uuid:pk>/result/", api.tool_call_result, name="api_tool_call_result"),
+    path("api/tool-calls/<uuid:pk>/result/preview/", api.tool_call_result_preview, name="api_tool_call_result_preview"),
     path("api/tool-calls/<uuid:pk>/replay/", api.tool_call_replay, name="api_tool_call_replay"),
     path("api/tool-calls/<uuid:pk>/cancel/", api.tool_call_cancel, name="api_tool_call_cancel"),
     path("api/tool-calls/<uuid:pk>/logs/", api.tool_call_logs, name="api_tool_call_logs"),

@@ -3,8 +3,9 @@
 //
 // The socket's events are summaries (tools/events.py): sizes, tokens, status and the start of
 // what the model saw; tool_call.result also carries the full result unless it is over
-// WS_INLINE_RESULT_MAX_BYTES. A bigger one comes over HTTP, on request (a 40 MB result would
-// stall the page for nothing if nobody wants to read it).
+// WS_INLINE_RESULT_MAX_BYTES. Of a result over AUTO_SHOW_BYTES the page shows, on request, its
+// first RESULT_PREVIEW_BYTES (GET …/result/preview/) and links the whole as a streamed download:
+// a 40 MB result would stall the page for a text nobody can read in it.
 import { apiFetch, liveSocket, pretty } from "./http.js";
 import { displayJson, fetchFullResultText, formatBytes, keepPushedResult } from "./tool-result.js";
 import { appendLog, showProgress, showServerRequest, showTask } from "./server-requests.js";
@@ -136,8 +137,23 @@ function showFull(call) {
     catch (err) { pre.textContent = `Could not load the full result: ${err.message}`; }
     finally { button.disabled = false; }
   };
-  button.textContent = `Show the full result (${formatBytes(call.size_full)})`;
-  button.onclick = load;
+  const preview = async () => {
+    button.disabled = true; pre.hidden = false;
+    pre.textContent = "loading…";
+    try {
+      const shown = await apiFetch(`/api/tool-calls/${call.id}/result/preview/`);
+      if (shown.complete) { pre.textContent = displayJson(shown.text); renderContentText(rendered, shown.text, { serverId: call.server_id }); }
+      else {
+        pre.textContent = `${shown.text}\n… the first ${formatBytes(new Blob([shown.text]).size)} of ` +
+          `${formatBytes(shown.size_bytes)}, as stored: “Download JSON” has all of it.`;
+      }
+      button.hidden = true;
+    }
+    catch (err) { pre.textContent = `Could not load the result: ${err.message}`; }
+    finally { button.disabled = false; }
+  };
+  button.textContent = `Show the start of the full result (${formatBytes(call.size_full)})`;
+  button.onclick = preview;
   if (call.size_full <= AUTO_SHOW_BYTES) { button.hidden = true; load(); }
   else { button.hidden = false; pre.hidden = true; pre.textContent = ""; }
 }
