@@ -24,7 +24,7 @@ from django.test import Client, override_settings
 from chat import history
 from chat.models import Conversation, Message, ModelContext, ProviderKey, ReplayRun, Turn
 from inspector.asgi import application
-from inspector.models import ApiToken
+from inspector.models import ApiToken, SignInIdentity
 from tests.faults import route_crawl
 from tests.helpers import Api, refresh_tools, run_async, run_call, wait_for
 from tests.figures import record
@@ -69,6 +69,8 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
     key = ProviderKey.objects.create(user=user, provider="alpha-private-provider", api_key=f"{MARK}-provider-key")
     token, _ = ApiToken.issue(user, f"{MARK}-token")
     group = Group.objects.create(name=f"{MARK}-group")
+    identity = SignInIdentity.objects.create(user=user, issuer="https://idp.example", subject=f"{MARK}-subject",
+                                             email=f"{MARK}@team.example")
     frame = RpcFrame.objects.filter(server=server).first()
     # A server's request for input during alice's call, a log line of it, and a replay of her conversation.
     asked = ServerRequest.objects.create(tool_call=llm_call, server=server, kind=ServerRequest.Kind.ELICITATION,
@@ -83,6 +85,7 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
         content_type_of_server=ContentType.objects.get_for_model(Server).pk,
         admin_objects={
             ("auth", "group"): group.pk, ("auth", "user"): user.pk, ("inspector", "apitoken"): token.pk,
+            ("inspector", "signinidentity"): identity.pk,
             ("tools", "server"): server.pk, ("tools", "tool"): Tool.objects.get(server=server, name="echo").pk,
             ("tools", "toolcall"): call.pk, ("tools", "rpcframe"): frame.pk, ("tools", "uiresource"): ui.pk,
             ("chat", "conversation"): conversation, ("chat", "turn"): turn.pk,
