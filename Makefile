@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: install
-	$(PY) -m inspector.launch run
+	$(PY) -m inspector.launch all
 
 # Browser tests need Debian's Chromium; install it when we can (root with apt), else they skip.
 chromium:

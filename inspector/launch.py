@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,25 +264,19 @@ def _web_child(procs: Processes, env: dict[str, str]) -> tuple[subprocess.Popen,
 
 def _worker_child(procs: Processes, env: dict[str, str], args: argparse.Namespace) -> None:
     procs.start("worker", worker_command(
-        args.hostname or f"worker-{os.getpid()}@%h",
-        args.concurrency or env.get("WORKER_CONCURRENCY", "8"),
-        args.queues or env.get("WORKER_QUEUES", DEFAULT_QUEUES),
+        getattr(args, "hostname", None) or f"worker-{os.getpid()}@%h",
+        getattr(args, "concurrency", None) or env.get("WORKER_CONCURRENCY", "8"),
+        getattr(args, "queues", None) or env.get("WORKER_QUEUES", DEFAULT_QUEUES),
         env.get("CELERY_LOG_LEVEL", "INFO"),
     ), env=env)
 
 
-def _wait_until_green(url: str, started: float, timeout: float = 120.0) -> float | None:
-    """Seconds from `started` until GET url answers 200, or None if it never does within timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return time.monotonic() - started
-        except (OSError, urllib.error.HTTPError):
-            pass
-        time.sleep(0.2)
-    return None
+def _is_green(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (OSError, ValueError):  # refused, 503 (HTTPError), a reset while daphne starts
+        return False
 
 
 def serve(role: str, args: argparse.Namespace) -> int:
@@ -317,15 +310,18 @@ def serve(role: str, args: argparse.Namespace) -> int:
         if role in {"all", "web"}:
             public = env.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
             print(f"\nMCP Inspector is running at {public}/  (Ctrl-C stops everything)\n", flush=True)
-        if health_url:
-            green = _wait_until_green(health_url, started)
-            log(f"healthy {green:.1f} s after start ({health_url})" if green is not None
-                else f"not healthy after 120 s: see {health_url}")
-        else:
-            log(f"worker started; `python -m inspector.launch health worker` checks it")
+        if not health_url:
+            log("worker started; `python -m inspector.launch health worker` checks it")
+        next_check = time.monotonic()
         while not stopping:
             procs.supervise_once()
-            time.sleep(0.3)
+            # Until the first green answer, poll the role's health and say when it came (cold start).
+            if health_url and time.monotonic() >= next_check:
+                if _is_green(health_url):
+                    log(f"healthy {time.monotonic() - started:.1f} s after start ({health_url})")
+                    health_url = None
+                next_check = time.monotonic() + 0.25
+            time.sleep(0.1)
         return 0
     finally:
         print("Stopping…", flush=True)

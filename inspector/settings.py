@@ -237,6 +237,13 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# TLS ends at a proxy in front (README "Running for a team"): cookies are sent over https only,
+# and with TRUST_PROXY_HEADERS the proxy's X-Forwarded-Proto tells Django a request was https.
+# Trust that header only behind a proxy that sets it (a client could send it to daphne directly).
+if PUBLIC_URL.startswith("https://"):
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+if _env_bool("TRUST_PROXY_HEADERS", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Redis: Celery broker and result backend, and the Channels layer -------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -411,5 +418,6 @@ def sandbox_host() -> str:
 
 
 SANDBOX_HOST = sandbox_host()
-if urlsplit(SANDBOX_ORIGIN).hostname not in ALLOWED_HOSTS:
-    ALLOWED_HOSTS.append(urlsplit(SANDBOX_ORIGIN).hostname)
+for _origin in (PUBLIC_URL, SANDBOX_ORIGIN):
+    if urlsplit(_origin).hostname not in ALLOWED_HOSTS:
+        ALLOWED_HOSTS.append(urlsplit(_origin).hostname)
