@@ -133,13 +133,13 @@ def free_ports(n: int) -> list[int]:
 
 
 def start_daphne(procs, data_dir: Path, name: str, port: int) -> str:
-    """One daphne process as `inspector.launch run` starts it (same settings, one endpoint)."""
-    from inspector.launch import wait_for_port
+    """One daphne process as `inspector.launch` starts it (its command line, one endpoint)."""
+    from inspector.launch import daphne_command, endpoint, wait_for_port
 
     log = open(data_dir / f"{name}.log", "wb")
     proc = procs.start(
         name,
-        [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1", "inspector.asgi:application"],
+        daphne_command([endpoint(port)]),
         env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=log, stderr=log,
     )
     log.close()
@@ -531,8 +531,8 @@ def run_one(args: argparse.Namespace) -> int:
         labels = {os.getpid(): "bench"}
 
         def relabel() -> None:
-            for name, proc in procs.procs:
-                labels[proc.pid] = name
+            for child in procs.children:
+                labels[child.proc.pid] = child.name
 
         relabel()
         db_settings = settings.DATABASES["default"]

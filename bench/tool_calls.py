@@ -113,15 +113,14 @@ def start_worker(procs: Processes, data_dir: Path, name: str = "worker") -> str:
 
     `name` tells several workers of one bench apart (hostname, and the log `<name>.log`)."""
     from inspector.celery import app
+    from inspector.launch import worker_command
 
     hostname = f"bench-{name}-{os.getpid()}@localhost"
     log_path = data_dir / f"{name}.log"
     log = open(log_path, "wb")
     proc = procs.start(
         name,
-        [sys.executable, "-m", "celery", "-A", "inspector", "worker", "--pool", "threads",
-         "--concurrency", str(WORKER_CONCURRENCY), "-Q", "default,tools,llm", "--hostname", hostname,
-         "--without-gossip", "--without-mingle"],
+        worker_command(hostname, WORKER_CONCURRENCY),
         env=dict(os.environ), stdout=log, stderr=log,
     )
     log.close()
