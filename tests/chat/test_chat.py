@@ -88,10 +88,15 @@ def test_app_tool_end_to_end_model_sees_only_the_projection(client, api, fake_ll
     types = [e["type"] for e in events]
     assert "turn.completed" in types, events[-1]
     assert "message.delta" in types and "tool_call.created" in types
-    # Events carry the call's summary; the full result is fetched over HTTP from its result_url.
-    result = next(e for e in events if e["type"] == "tool_call.result")["tool_call"]
+    # The browser gets the full result: pushed inside tool_call.result (it is under
+    # WS_INLINE_RESULT_MAX_BYTES), and the same at result_url. Only that event carries it.
+    pushed = next(e for e in events if e["type"] == "tool_call.result")
+    result = pushed["tool_call"]
     assert result["status"] == "succeeded" and result["has_view"] is True and result["has_result"] is True
-    assert "STRUCTURED-MARKER" not in json.dumps(events) and "META-MARKER" not in json.dumps(events)
+    assert pushed["result"]["structuredContent"]["secret"] == "STRUCTURED-MARKER-e2e"
+    assert pushed["result"]["_meta"]["note"] == "META-MARKER-e2e"
+    others = [e for e in events if e is not pushed]
+    assert "STRUCTURED-MARKER" not in json.dumps(others) and "META-MARKER" not in json.dumps(others)
     full = api.get(result["result_url"])
     full_json = json.loads(streamed_body(full))
     assert full_json["structuredContent"]["secret"] == "STRUCTURED-MARKER-e2e"
