@@ -24,7 +24,9 @@ from django.utils import timezone
 
 from chat import jsondiff
 from chat.models import Conversation, ReplayItem, ReplayRun
-from tools.models import Server, ToolCall
+from tools import stored_result
+from tools.models import Server, ToolCall, ToolResult
+from tools.wire_result import LARGE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ def recorded_calls(conversation: Conversation):
     """The conversation's recorded tool calls in the order they were made."""
     return (
         ToolCall.objects.filter(conversation=conversation, origin__in=RECORDED_ORIGINS)
-        .select_related("full_result", "projection")
+        .select_related("full_result", "projection").defer("full_result__raw")  # sizes only: never the results
         .order_by("queued_at", "pk")
     )
 
@@ -151,7 +153,8 @@ def advance(run_id: int) -> str:
         if run is None or run.status != ReplayRun.Status.RUNNING or run.kind != ReplayRun.Kind.RECORDED:
             return "not running"
         ignore = jsondiff.Ignore(run.ignore_paths)
-        items = run.items.select_related("original__full_result", "original__projection", "call").order_by("position")
+        items = run.items.select_related("original__full_result", "original__projection", "call") \
+            .defer("original__full_result__raw").order_by("position")
         for item in items:
             if item.verdict != ReplayItem.Verdict.PENDING:
                 continue
@@ -172,7 +175,7 @@ def advance(run_id: int) -> str:
                 steps = chain(execute_tool_call.si(str(call.pk)).set(task_id=call.celery_task_id), replay_advance.si(run.pk))
                 transaction.on_commit(steps.apply_async)
                 return "started"
-            call = ToolCall.objects.select_related("full_result", "projection").get(pk=item.call_id)
+            call = ToolCall.objects.select_related("full_result", "projection").defer("full_result__raw").get(pk=item.call_id)
             if not call.is_final:
                 return "waiting"
             compare(item, call, ignore)
@@ -202,7 +205,7 @@ def compare(item: ReplayItem, call: ToolCall, ignore: jsondiff.Ignore) -> None:
         return
     old_full, new_full = original.related_or_none("full_result"), call.related_or_none("full_result")
     old_proj, new_proj = original.related_or_none("projection"), call.related_or_none("projection")
-    item.full_diff = _diff_rows(old_full.raw if old_full else None, new_full.raw if new_full else None, ignore)
+    item.full_diff = _diff_full(old_full, new_full, ignore)
     item.projection_diff = _diff_rows(old_proj.payload if old_proj else None, new_proj.payload if new_proj else None, ignore)
     changed = (
         item.before.get("status") != call.status
@@ -211,6 +214,27 @@ def compare(item: ReplayItem, call: ToolCall, ignore: jsondiff.Ignore) -> None:
     )
     item.verdict = ReplayItem.Verdict.DIFFERENT if changed else ReplayItem.Verdict.SAME
     item.save(update_fields=["after", "full_diff", "projection_diff", "verdict"])
+
+
+def _diff_full(old: ToolResult | None, new: ToolResult | None, ignore: jsondiff.Ignore) -> dict[str, Any]:
+    """The diff of two full results (their `raw` deferred). Under LARGE_BYTES (1 MB) both are
+    parsed and diffed path by path; from there on, as the pipeline never parses such a result
+    whole, the stored texts are compared by their digests (read in pieces): the same text is no
+    change, another one is one change at `$` showing the start of each (ignored paths cannot
+    apply). Parsed and diffed, two 40 MB results cost the worker ~20x their size."""
+    if max(old.size_bytes if old else 0, new.size_bytes if new else 0) < LARGE_BYTES:
+        return _diff_rows(old.raw if old else None, new.raw if new else None, ignore)
+    if old is not None and new is not None and stored_result.digest(old.pk) == stored_result.digest(new.pk):
+        return {"changes": [], "total": 0, "ignored": 0, "truncated": False}
+    values = {name: _stored_preview(row) for name, row in (("old", old), ("new", new)) if row is not None}
+    kind = "changed" if len(values) == 2 else ("added" if new is not None else "removed")
+    return {"changes": [{"path": "$", "kind": kind, **values}], "total": 1, "ignored": 0, "truncated": False}
+
+
+def _stored_preview(result: ToolResult) -> dict[str, Any]:
+    """A change's value for a large result: its first characters as stored (jsondiff.preview's shape)."""
+    text, octets = stored_result.head(result.pk, jsondiff.PREVIEW_CHARS)
+    return {"$preview": text + "…", "$chars": octets}
 
 
 def _diff_rows(old: Any, new: Any, ignore: jsondiff.Ignore) -> dict[str, Any]:

@@ -15,6 +15,7 @@ bytes is known before the first byte is sent, so the response still has a `Conte
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import logging
 import secrets
@@ -285,6 +286,18 @@ def head(tool_call_id, limit: int) -> tuple[str, int] | None:
             return None
         data, octets = bytes(row[0]), row[1]
     return codecs.getincrementaldecoder("utf-8")().decode(data), octets  # not final: a split character is left out
+
+
+def digest(tool_call_id) -> str | None:
+    """The SHA-256 of a stored result's text, read in pieces (two results are compared by it:
+    parsed, a 40 MB one costs a worker ~10x its size); None if the call has no result row."""
+    stored = open_stored(tool_call_id)
+    if stored is None:
+        return None
+    hashed = hashlib.sha256()
+    for piece in stored.pieces():
+        hashed.update(piece)
+    return hashed.hexdigest()
 
 
 # MCP-UI resources are found by their URI scheme; JSON may write its slashes escaped.

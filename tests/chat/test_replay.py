@@ -513,3 +513,38 @@ def test_player_api_runs_nothing(api, fake_llm, drift, drift_server):
     assert len(drift.calls()) == calls_before and len(fake_llm.requests) == requests_before
     assert ToolCall.objects.count() == rows_before
     assert api.client.get(f"/chat/{cid}/replay/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("celery_worker")
+def test_a_rerun_compares_results_of_a_megabyte_or_more_as_stored_text(api, fake_llm, basic_server):
+    """Parsed and diffed, two 40 MB results cost the worker ~20x their size (issue 25.6): from
+    1 MB (tools/wire_result.py LARGE_BYTES) the stored texts are compared by digest, and a
+    difference is one change at `$` with the start of each."""
+    from tools import stored_result
+
+    refresh_tools(basic_server)
+    script = [{"tool_calls": [{"name": "basic__big_text", "arguments": {"megabytes": 2}, "id": "b1"}]}, {"text": "Big."}]
+    cid = record(api, fake_llm, [basic_server], script, ["Something big"])
+    original = ToolCall.objects.get(conversation_id=cid, origin="llm")
+    size = ToolResult.objects.only("size_bytes").get(pk=original.pk).size_bytes
+    assert original.status == "succeeded" and size > 2 * 1024 * 1024
+
+    same = run_replay(api, cid)
+    assert same["verdict"] == "same", same
+    assert same["items"][0]["full_diff"] == {"changes": [], "total": 0, "ignored": 0, "truncated": False}
+
+    # The recorded result made different (one character, near its end): found, shown by its start.
+    text = stored_result.head(original.pk, size)[0]
+    at = text.rindex("0123456789abcdef")
+    changed = text[:at] + "X" + text[at + 1:]
+    assert len(changed) == len(text) and changed != text
+    ToolResult.objects.filter(pk=original.pk).update(raw=stored_result.JSONText(changed))
+    run = run_replay(api, cid)
+    assert run["verdict"] == "different", run
+    [change] = run["items"][0]["full_diff"]["changes"]
+    assert change["path"] == "$" and change["kind"] == "changed"
+    assert change["old"]["$chars"] == change["new"]["$chars"] == size
+    assert change["old"]["$preview"] == text[:jsondiff.PREVIEW_CHARS] + "…" == change["new"]["$preview"]
+    page = api.client.get(f"/chat/replays/{run['id']}/")
+    assert page.status_code == 200 and len(page.content) < 200_000
