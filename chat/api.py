@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.db.models import Q
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from pydantic import Field, StrictInt, field_validator
 
@@ -16,6 +16,7 @@ from chat.models import Conversation, ReplayRun, Turn
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
 from tools.events import summary_queryset, tool_call_json
 from tools.models import Server, ToolCall
+from tools.stored_result import SplicedBody
 
 
 def owned(request: HttpRequest, pk: int) -> Conversation:
@@ -317,13 +318,15 @@ def replay_detail(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 @api_view("GET")
-def export(request: HttpRequest, pk: int) -> JsonResponse:
+def export(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     """The conversation as one versioned JSON file (no secrets), for import elsewhere."""
     from chat import archive
 
     conversation = readable(request, pk)
-    response = JsonResponse(archive.export_conversation(conversation), json_dumps_params={"ensure_ascii": False})
+    # Streamed, each full result as stored: built as one value, a 40 MB result cost ~10x in daphne.
+    response = StreamingHttpResponse(SplicedBody(archive.export_parts(conversation)), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{archive.export_filename(conversation)}"'
+    response["Cache-Control"] = "private, no-store"
     return response
 
 

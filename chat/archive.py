@@ -15,6 +15,7 @@ The imported conversation is owned by the importer and read-only.
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from datetime import datetime
 from datetime import timezone as dt_timezone
@@ -22,6 +23,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -54,10 +56,12 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def exported_calls(conversation: Conversation):
-    """Every call the conversation made (its replays are not part of it)."""
+    """Every call the conversation made (its replays are not part of it); their full results are
+    read when the file is sent (`export_parts`), never here."""
     return (
         ToolCall.objects.filter(conversation=conversation).exclude(origin=ToolCall.Origin.REPLAY)
-        .select_related("full_result", "projection", "model_context", "server").order_by("queued_at", "pk")
+        .select_related("full_result", "projection", "model_context", "server").defer("full_result__raw")
+        .order_by("queued_at", "pk")
     )
 
 
@@ -81,8 +85,21 @@ def _server_entry(name: str, server: Server | None, imported: dict[str, Any] | N
     }
 
 
-def export_conversation(conversation: Conversation) -> dict[str, Any]:
-    """The conversation as a JSON-able document (see the module docstring)."""
+def export_parts(conversation: Conversation) -> list[Any]:
+    """The export file as the JSON text of the document around its full results, and the tool
+    call id of each full result where its stored text goes (tools/stored_result.py SplicedBody):
+    the file is sent without any result parsed or held whole."""
+    token = secrets.token_hex(16)
+    document = export_conversation(conversation, raw=lambda call: f"\x00{token}:{call.pk}\x00")
+    text = json.dumps(document, ensure_ascii=False, cls=DjangoJSONEncoder)
+    pieces = re.split(r'"\\u0000' + token + r':([0-9a-f-]+)\\u0000"', text)
+    # re.split alternates: text, a captured call id, text, ...
+    return [piece if i % 2 == 0 else uuid.UUID(piece) for i, piece in enumerate(pieces)]
+
+
+def export_conversation(conversation: Conversation, raw: Any = None) -> dict[str, Any]:
+    """The conversation as a JSON-able document (see the module docstring). `raw(call)` gives
+    what stands for a full result (default: the result itself, read from the database)."""
     calls = list(exported_calls(conversation))
     turns = list(conversation.turns.order_by("created_at", "pk"))
     turn_index = {t.pk: i for i, t in enumerate(turns)}
@@ -104,7 +121,7 @@ def export_conversation(conversation: Conversation) -> dict[str, Any]:
             "queued_at": _iso(call.queued_at), "started_at": _iso(call.started_at), "finished_at": _iso(call.finished_at),
             "duration_ms": call.duration_ms,
             "full_result": None if result is None else {
-                "raw": result.raw, "size_bytes": result.size_bytes, "tokens": result.tokens,
+                "raw": raw(call) if raw else result.raw, "size_bytes": result.size_bytes, "tokens": result.tokens,
                 "schema_valid": result.schema_valid, "schema_error": result.schema_error,
             },
             "projection": None if proj is None else {

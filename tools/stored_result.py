@@ -374,6 +374,39 @@ async def body(stored: StoredResult, prefix: str = "", suffix: str = "") -> Asyn
         yield suffix.encode()
 
 
+class SplicedBody:
+    """Text with stored results spliced in (`parts`: str, or a tool call id whose stored text goes
+    there as it is, `null` if it has none), for StreamingHttpResponse: a document holding several
+    full results (a conversation's export) without any of them parsed or held whole.
+
+    Each result is opened when its turn comes, one reader at a time (on PostgreSQL opening a
+    reader closes any other on the connection), and `close()` releases the open one if the client
+    leaves mid-way, in the request's thread (see ResultBody)."""
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts, self.current = parts, None
+
+    async def _run(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            if isinstance(part, str):
+                yield part.encode()
+                continue
+            self.current = await sync_to_async(open_stored)(part)
+            if self.current is None:
+                yield b"null"
+                continue
+            async for piece in body(self.current):
+                yield piece
+            self.current = None
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._run()
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()
+
+
 class ResultBody:
     """The streamed content of an answer carrying a stored result, for StreamingHttpResponse.
 

@@ -260,7 +260,7 @@ def test_manage_replay_exits_non_zero_on_differences(api, fake_llm, drift, drift
     # A file: imported (read-only) for --user, then re-run on the server given by --server.
     export = api.get(f"/api/conversations/{cid}/export/")
     path = tmp_path / "recorded.json"
-    path.write_bytes(export.content)
+    path.write_bytes(streamed_body(export))
     drift.set_price(12)
     out = io.StringIO()
     call_command("replay", str(path), "--user", user.username, "--server", f"drift={drift_server.pk}",
@@ -298,7 +298,8 @@ def test_export_import_round_trips_full_results_byte_for_byte_without_secrets(cl
 
     export = api.get(f"/api/conversations/{cid}/export/")
     assert export.status_code == 200 and "attachment" in export["Content-Disposition"]
-    text = export.content.decode()
+    exported = streamed_body(export)
+    text = exported.decode()
     for secret in ["header-secret-value", "url-secret-token", "sk-conversation-secret", "base-secret", drift.url]:
         assert secret not in text, secret
     document = json.loads(text)
@@ -314,7 +315,7 @@ def test_export_import_round_trips_full_results_byte_for_byte_without_secrets(cl
     client.force_login(other_user)
     bob = Api(client)
     counts = ToolCall.objects.count()
-    imported = client.post("/api/conversations/import/", data=export.content, content_type="application/json")
+    imported = client.post("/api/conversations/import/", data=exported, content_type="application/json")
     assert imported.status_code == 201, imported.json()
     new_id = imported.json()["id"]
     conversation = Conversation.objects.get(pk=new_id)
@@ -348,7 +349,7 @@ def test_export_import_round_trips_full_results_byte_for_byte_without_secrets(cl
     assert "Marker App" in view["html"] and view["widget_state"] == {"w": 1}
 
     # A re-export of the import carries the same results and views.
-    again = json.loads(bob.get(f"/api/conversations/{new_id}/export/").content)
+    again = json.loads(streamed_body(bob.get(f"/api/conversations/{new_id}/export/")))
     assert [c["full_result"] for c in again["tool_calls"]] == [c["full_result"] for c in document["tool_calls"]]
     assert again["servers"] == document["servers"]
 
@@ -529,6 +530,14 @@ def test_a_rerun_compares_results_of_a_megabyte_or_more_as_stored_text(api, fake
     original = ToolCall.objects.get(conversation_id=cid, origin="llm")
     size = ToolResult.objects.only("size_bytes").get(pk=original.pk).size_bytes
     assert original.status == "succeeded" and size > 2 * 1024 * 1024
+
+    # The export streams each full result as stored, spliced into the document, never parsed.
+    export = api.get(f"/api/conversations/{cid}/export/")
+    assert export.streaming and "attachment" in export["Content-Disposition"]
+    exported = streamed_body(export)
+    stored = stored_result.head(original.pk, size)[0]
+    assert ('"raw": ' + stored + ', "size_bytes": ').encode() in exported
+    assert json.loads(exported)["tool_calls"][0]["full_result"]["size_bytes"] == size
 
     same = run_replay(api, cid)
     assert same["verdict"] == "same", same
