@@ -13,11 +13,12 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import BASE_DIR
+from tests.helpers import BASE_DIR, start_worker, stop_process, wait_for
 
 # What each process imports before it serves, as a script that prints the litellm modules loaded.
 STARTS = {
@@ -56,6 +57,18 @@ def test_the_chat_code_still_imports_litellm_when_it_calls_a_model(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["True", "True"]
+
+
+def test_a_ready_worker_loads_token_counting_in_the_background(django_db_setup):
+    """The first tool call after a start does not pay litellm's import and tokenizer (~3.8 s):
+    the worker loads them once it answers pings (inspector/celery.py). Seen from outside, in the
+    real worker's memory map: litellm's tiktoken extension, which nothing imports at start."""
+    worker = start_worker(f"warm-up-{uuid.uuid4().hex[:8]}@localhost", log_name="warm-up-worker.log")
+    try:
+        maps = Path(f"/proc/{worker.pid}/maps")
+        wait_for(lambda: "_tiktoken" in maps.read_text(), timeout=60, message="the worker loading litellm's tokenizer")
+    finally:
+        stop_process(worker)
 
 
 def test_prepare_migrates_and_creates_the_admin_in_one_process(tmp_path):
