@@ -179,6 +179,7 @@ def main() -> int:
             return [
                 ("GET /api/tool-calls/{id}/", api, f"/api/tool-calls/{call_id}/"),
                 ("GET /api/tool-calls/{id}/result/", api, f"/api/tool-calls/{call_id}/result/"),
+                ("GET /api/tool-calls/{id}/result/preview/", api, f"/api/tool-calls/{call_id}/result/preview/"),
                 ("GET admin tool call change page", browser, f"/admin/tools/toolcall/{call_id}/change/"),
                 ("GET admin tool call list", browser, "/admin/tools/toolcall/"),
                 ("GET admin full result download", browser, f"/admin/tools/toolcall/{call_id}/result/"),
@@ -228,6 +229,8 @@ def main() -> int:
             for label, client, path in (
                 ("GET /chat/{id}/ (page)", browser, f"/chat/{conversation.pk}/"),
                 ("GET /api/conversations/{id}/", api, f"/api/conversations/{conversation.pk}/"),
+                ("GET /api/conversations/{id}/export/ (all its results)", api,
+                 f"/api/conversations/{conversation.pk}/export/"),
                 ("GET admin tool call change page (chat call)", browser, f"/admin/tools/toolcall/{call_id}/change/"),
             ):
                 response, seconds, mem = rss.measure(lambda client=client, path=path: client.get(path))
