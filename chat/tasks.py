@@ -16,13 +16,15 @@ from django.db import transaction
 
 from chat import agent
 from chat.models import Conversation, Turn
+from inspector import logs
 from tools.tasks import execute_tool_call
 
 
 @shared_task(name="chat.tasks.llm_step", bind=True, max_retries=None)
 def llm_step(self, turn_id: int, step: int | None = None) -> str:
     try:
-        outcome = agent.run_step(turn_id, step)
+        with logs.context(turn_id=turn_id):
+            outcome = agent.run_step(turn_id, step)
     except agent.StepInProgress:
         raise self.retry(countdown=5) from None
     if outcome.tool_calls and settings.FAULT_PAUSE_BEFORE_CHORD:

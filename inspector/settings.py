@@ -399,8 +399,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # LOG_FORMAT=json: one JSON object a line; either way a line logged while a worker runs a call
+    # or an LLM step carries its call_id / turn_id (inspector/logs.py).
+    "formatters": {
+        "plain": {"()": "inspector.logs.PlainFormatter", "format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "inspector.logs.JsonFormatter"},
+    },
+    "filters": {"context": {"()": "inspector.logs.ContextFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context"],
+                             "formatter": "json" if os.environ.get("LOG_FORMAT") == "json" else "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "LiteLLM": {"level": "WARNING"},

@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from inspector import logs
 from tools import pipeline
 from tools.models import OAuthFlow, Server, ToolCall
 from tools.url_secrets import redact
@@ -26,7 +27,8 @@ def execute_tool_call(self, tool_call_id: str) -> str:
     the task returns only once the call has ended: while another delivery runs it, or while it
     rests waiting for input (tools/input_rounds.py), the task retries (no worker waits)."""
     try:
-        status = pipeline.execute(tool_call_id)
+        with logs.context(call_id=tool_call_id):
+            status = pipeline.execute(tool_call_id)
     except pipeline.CallInProgress as busy:
         raise self.retry(countdown=CHORD_POLL if self.request.chord else busy.retry_in) from None
     except pipeline.CallResting:
