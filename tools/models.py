@@ -663,3 +663,22 @@ class ServerLogMessage(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+
+class ResourceSubscription(models.Model):
+    """A user's Subscribe on a resource page: the connections workers hold to the server subscribe
+    to every URI someone wants (tools/remote.py), with `resources/subscribe` (2025-11-25) or
+    `subscriptions/listen` (2026-07-28), and each `notifications/resources/updated` reaches the
+    server's pages (events.server_group)."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="resource_subscriptions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="resource_subscriptions")
+    uri = models.CharField(max_length=2000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["uri"]
+        constraints = [models.UniqueConstraint(fields=["server", "user", "uri"], name="one_subscription_per_user_and_uri")]
+
+    def __str__(self) -> str:
+        return self.uri
