@@ -36,7 +36,7 @@ from inspector.api import ApiError
 from inspector.events import publish
 from tools import events, waits
 from tools.connection import RemoteError
-from tools.elicitation import with_defaults
+from tools.elicitation import answer_problems, describe_problems, with_defaults
 from tools.models import LogLevel, Server, ServerLogMessage, ServerRequest, ToolCall, parse_pool_key
 
 log = logging.getLogger(__name__)
@@ -295,6 +295,8 @@ def store_log(server_id: int, live, params: dict[str, Any]) -> None:
         server_id=server_id, tool_call_id=live.tool_call_id if live else None, level=level,
         logger=str(params.get("logger") or "")[:200], data=params.get("data"),
     )
+    # The server's log panel (tools/server_log.py) shows every message, in a call or between calls.
+    publish(events.server_group(server_id), {"type": events.SERVER_LOG, "server_id": server_id, "log": log_json(row)})
     if live is None:
         return
     event = {"type": events.TOOL_CALL_LOG, "tool_call_id": live.tool_call_id, "log": log_json(row)}
@@ -306,7 +308,8 @@ def log_json(row: ServerLogMessage) -> dict[str, Any]:
     data = row.data
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     return {"id": row.pk, "level": row.level, "logger": row.logger, "text": text[:LOG_TEXT_CHARS],
-            "complete": len(text) <= LOG_TEXT_CHARS, "at": row.at.isoformat()}
+            "complete": len(text) <= LOG_TEXT_CHARS, "at": row.at.isoformat(),
+            "tool_call_id": str(row.tool_call_id) if row.tool_call_id else None}
 
 
 # --- web side: the browser's answer -----------------------------------------------------------------
@@ -350,14 +353,12 @@ def _answer_elicitation(row: ServerRequest, user, action: Any, body: dict[str, A
             raise ApiError("`content` must be a JSON object of the requested fields.")
         schema = dict(row.params.get("requestedSchema") or {})
         content = with_defaults(schema, content)  # SEP-1034: omitted fields take the schema's defaults
-        schema.setdefault("additionalProperties", False)
         try:
-            jsonschema.validate(content, schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "(form)"
-            raise ApiError(f"{where}: {exc.message}") from None
+            problems = answer_problems(schema, content)
         except jsonschema.SchemaError as exc:
             raise ApiError(f"The server's schema is invalid: {exc.message}") from None
+        if problems:  # each shown beside its field; the message names fields by their titles
+            raise ApiError(describe_problems(schema, problems), fields=problems)
         result["content"] = content
     return _end(row, user, status=ServerRequest.Status.ANSWERED, from_statuses=[ServerRequest.Status.PENDING],
                 action=action, answer=result, response={"result": result})
@@ -370,6 +371,8 @@ def _answer_sampling(row: ServerRequest, user, action: Any, body: dict[str, Any]
                     response={"error": {"code": USER_REJECTED, "message": why}}, error=why)
     if action == "approve":
         return _approve_sampling(row, user, body)
+    if action == "by_hand":
+        return _answer_sampling_by_hand(row, user, body)
     if action == "send":
         result = (row.answer or {}).get("result")
         if row.status != ServerRequest.Status.GENERATED or not result:
@@ -379,7 +382,27 @@ def _answer_sampling(row: ServerRequest, user, action: Any, body: dict[str, Any]
             result = {**result, "content": {"type": "text", "text": text}}
         return _end(row, user, status=ServerRequest.Status.ANSWERED, from_statuses=[ServerRequest.Status.GENERATED],
                     action="send", answer={**row.answer, "result": result}, response={"result": result})
-    raise ApiError("`action` must be approve, send, reject or cancel.")
+    raise ApiError("`action` must be approve, by_hand, send, reject or cancel.")
+
+
+def _answer_sampling_by_hand(row: ServerRequest, user, body: dict[str, Any]) -> ServerRequest:
+    """A person types the model's part: the CreateMessageResult goes back as they wrote it, no
+    model involved (for a server author with no model at hand, as in the official inspector)."""
+    role, text = body.get("role", "assistant"), body.get("text")
+    model, stop = body.get("model"), body.get("stopReason", "endTurn")
+    if role not in ("user", "assistant"):
+        raise ApiError("`role` must be assistant or user.")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError("Type the answer's text: an empty answer is not sent.")
+    if not isinstance(model, str) or not model.strip() or len(model) > 200:
+        raise ApiError("Name the model the answer is from (any name, at most 200 characters), e.g. human.")
+    if not isinstance(stop, str) or len(stop) > 100:
+        raise ApiError("`stopReason` must be text (endTurn, stopSequence, maxTokens or another reason).")
+    result: dict[str, Any] = {"role": role, "content": {"type": "text", "text": text}, "model": model.strip()}
+    if stop.strip():
+        result["stopReason"] = stop.strip()
+    return _end(row, user, status=ServerRequest.Status.ANSWERED, from_statuses=[ServerRequest.Status.PENDING],
+                action="by_hand", answer={"by_hand": True, "result": result}, response={"result": result})
 
 
 def _approve_sampling(row: ServerRequest, user, body: dict[str, Any]) -> ServerRequest:

@@ -1,6 +1,7 @@
 // What a server asks during a call, as cards next to the call (chat tool card, inspector tool page):
 // elicitation (a form built from the requested schema, or a URL to open), sampling (messages to
-// approve and edit, then the model's answer to check before it goes back). Also the call's live
+// approve and edit, then the model's answer to check before it goes back; or an answer typed by
+// hand, with no model). Also the call's live
 // progress bar and its server log lines.
 //
 // Events carry a small summary (tools/server_requests.py); an open request's details (schema,
@@ -61,16 +62,26 @@ function renderEnded(card, s) {
   const line = el("p", "muted");
   const what = s.kind === "elicitation" ? (s.message ? `“${s.message}”` : "") : s.kind === "sampling" ? "sampling" : "roots/list";
   let outcome = s.status;
-  if (s.action) outcome += ` · ${s.action}`;
+  if (s.action) outcome += ` · ${s.action.replace("_", " ")}`;
   line.textContent = `${what} — ${outcome}`;
   card.append(line);
   if (s.error) card.append(el("p", "error", s.error));
 }
 
-async function answer(id, body, errorEl) {
+// `form`: an elicitation form whose fields show the server's per-field problems (`fields` in a 400).
+async function answer(id, body, errorEl, form) {
   errorEl.textContent = "";
+  for (const f of form ? form.querySelectorAll(".field.invalid") : []) { f.classList.remove("invalid"); f.querySelector(".field-error").textContent = ""; }
   try { return await apiFetch(`/api/server-requests/${id}/answer/`, { method: "POST", body }); }
-  catch (err) { errorEl.textContent = err.message; return null; }
+  catch (err) {
+    errorEl.textContent = err.message;
+    for (const [name, said] of Object.entries((form && err.data?.fields) || {})) {
+      const f = form.querySelector(`[data-field="${CSS.escape(name)}"]`);
+      if (f) { f.classList.add("invalid"); f.querySelector(".field-error").textContent = said; }
+    }
+    form?.querySelector(".field.invalid input, .field.invalid select")?.focus();
+    return null;
+  }
 }
 
 function choices(prop) {
@@ -81,6 +92,8 @@ function choices(prop) {
 }
 
 // ---- elicitation, form mode: one input per (flat, primitive) property ----------------------------
+// Every default the server's schema gives is filled in (SEP-1034), so the form can be accepted as it
+// comes; a field is named by its title, else by its property name.
 function renderForm(body, detail) {
   const schema = detail.params.requestedSchema || {};
   const required = new Set(schema.required || []);
@@ -88,7 +101,9 @@ function renderForm(body, detail) {
   const form = el("form", "elicitation-form");
   const readers = [];
   for (const [name, prop] of Object.entries(schema.properties || {})) {
-    const field = el("label", "field");
+    const multi = prop.type === "array";
+    const field = el(multi ? "div" : "label", "field");
+    field.dataset.field = name;
     field.append(el("span", "label", (prop.title || name) + (required.has(name) ? " *" : "")));
     if (prop.description) field.append(el("span", "help", prop.description));
     const opts = choices(prop);
@@ -96,14 +111,18 @@ function renderForm(body, detail) {
     if (prop.type === "boolean") {
       input = el("input"); input.type = "checkbox"; input.checked = prop.default === true;
       read = () => input.checked;
-    } else if (prop.type === "array") {
+    } else if (multi) {
       input = el("span", "checks");
-      const items = choices(prop.items || {}) || [];
-      const boxes = items.map((o) => { const l = el("label"); const c = el("input"); c.type = "checkbox"; c.value = o.value; l.append(c, ` ${o.label}`); input.append(l); return c; });
+      const ticked = new Set(Array.isArray(prop.default) ? prop.default : []);
+      const boxes = (choices(prop.items || {}) || []).map((o) => {
+        const l = el("label"); const c = el("input");
+        c.type = "checkbox"; c.name = name; c.value = o.value; c.checked = ticked.has(o.value);
+        l.append(c, ` ${o.label}`); input.append(l); return c;
+      });
       read = () => boxes.filter((c) => c.checked).map((c) => c.value);
     } else if (opts) {
       input = el("select");
-      if (!required.has(name)) input.append(el("option", "", ""));
+      input.append(el("option", "", ""));
       for (const o of opts) { const option = el("option", "", o.label); option.value = o.value; input.append(option); }
       if (prop.default !== undefined) input.value = prop.default;
       read = () => input.value === "" ? undefined : input.value;
@@ -111,7 +130,7 @@ function renderForm(body, detail) {
       input = el("input");
       const numeric = prop.type === "integer" || prop.type === "number";
       input.type = numeric ? "number" : ({ email: "email", uri: "url", date: "date", "date-time": "datetime-local" }[prop.format] || "text");
-      if (prop.type === "integer") input.step = "1";
+      if (numeric) input.step = prop.type === "integer" ? "1" : "any";  // a number may be 3.14
       if (numeric && prop.minimum !== undefined) input.min = prop.minimum;
       if (numeric && prop.maximum !== undefined) input.max = prop.maximum;
       if (prop.default !== undefined) input.value = prop.default;
@@ -120,9 +139,9 @@ function renderForm(body, detail) {
         return numeric ? Number(input.value) : input.value;
       };
     }
-    input.name = name;
-    if (required.has(name) && input.tagName !== "SPAN" && input.type !== "checkbox") input.required = true;
-    field.append(input);
+    if (!multi) input.name = name;
+    if (required.has(name) && !multi && input.type !== "checkbox") input.required = true;
+    field.append(input, el("span", "field-error"));
     form.append(field);
     readers.push([name, read]);
   }
@@ -137,7 +156,7 @@ function renderForm(body, detail) {
     ev.preventDefault();
     const content = {};
     for (const [name, read] of readers) { const v = read(); if (v !== undefined) content[name] = v; }
-    answer(detail.id, { action: "accept", content }, error);
+    answer(detail.id, { action: "accept", content }, error, form);
   });
   body.append(form);
 }
@@ -171,7 +190,9 @@ function renderSampling(body, detail, options) {
   const error = el("p", "error", detail.error || "");
   if (detail.status === "generating") {
     body.append(el("p", "muted", `The model (${detail.answer?.model || "?"}) is answering…`), error);
-    body.append(el("div", "actions")).append(button("Reject", "", () => answer(detail.id, { action: "reject" }, error)));
+    const row = el("div", "actions");
+    row.append(button("Reject", "", () => answer(detail.id, { action: "reject" }, error)));
+    body.append(row);
     return;
   }
   if (detail.status === "generated") {
@@ -194,19 +215,59 @@ function renderSampling(body, detail, options) {
     return [m.role, t];
   });
   if (params.maxTokens) body.append(el("p", "muted", `at most ${params.maxTokens} tokens`));
+  const ways = el("div", "sampling-ways");
+  ways.append(byModel(detail, options, system, editors, error), byHand(detail));
+  const row = el("div", "actions");
+  row.append(button("Reject", "", () => answer(detail.id, { action: "reject" }, error)));
+  body.append(ways, row, error);
+}
+
+// Way 1: the (edited) messages go through litellm; the answer is shown for checking before it returns.
+function byModel(detail, options, system, editors, error) {
+  const box = el("section", "sampling-way sampling-by-model");
+  box.append(el("h4", "", "Run through litellm"));
   const model = el("input", "sampling-model"); model.placeholder = "model, e.g. openai/gpt-4o-mini";
   const apiBase = el("input", "sampling-api-base"); apiBase.placeholder = "API base (optional)";
-  if (detail.conversation_model) body.append(el("p", "muted", `Runs on this conversation's model: ${detail.conversation_model}`));
+  if (detail.conversation_model) box.append(el("p", "muted", `Runs on this conversation's model: ${detail.conversation_model}`));
   else {
     model.value = options.defaultModel || "";
-    const line = el("div", "row"); line.append(model, apiBase); body.append(line);
+    box.append(model, apiBase);
+    if (!model.value) box.append(el("p", "muted", "No model is configured: type a litellm model name, or answer by hand."));
   }
-  const row = el("div", "actions");
-  row.append(button("Approve and run", "primary", () => (!detail.conversation_model && model.value && localStorage.setItem("sampling-model", model.value), answer(detail.id, {
+  const actions = el("div", "actions");
+  actions.append(button("Run through litellm", "primary", () => (!detail.conversation_model && model.value && localStorage.setItem("sampling-model", model.value), answer(detail.id, {
     action: "approve", model: model.value, api_base: apiBase.value, system_prompt: system.value,
     messages: editors.map(([role, t]) => ({ role, text: t.value })),
-  }, error))), button("Reject", "", () => answer(detail.id, { action: "reject" }, error)));
-  body.append(row, error);
+  }, error))));
+  box.append(actions);
+  return box;
+}
+
+// Way 2: a person writes the CreateMessageResult (role, text, model name, stop reason); no model runs.
+function byHand(detail) {
+  const box = el("section", "sampling-way sampling-by-hand");
+  box.append(el("h4", "", "Answer by hand"));
+  const labelled = (label, input) => { const l = el("label", "field"); l.append(el("span", "label", label), input); box.append(l); return input; };
+  const role = labelled("Role", el("select"));
+  role.name = "role";
+  for (const r of ["assistant", "user"]) { const o = el("option", "", r); o.value = r; role.append(o); }
+  const text = labelled("Text", el("textarea"));
+  text.name = "text"; text.rows = 3;
+  const line = el("div", "row");
+  const model = el("input"); model.name = "model"; model.value = "human";
+  const stop = el("input"); stop.name = "stopReason"; stop.value = "endTurn";
+  const reasons = el("datalist"); reasons.id = `stop-reasons-${detail.id}`; stop.setAttribute("list", reasons.id);
+  for (const r of ["endTurn", "stopSequence", "maxTokens"]) { const o = el("option"); o.value = r; reasons.append(o); }
+  const m = el("label", "field"); m.append(el("span", "label", "Model name"), model);
+  const s = el("label", "field"); s.append(el("span", "label", "Stop reason"), stop, reasons);
+  line.append(m, s); box.append(line);
+  const error = el("p", "error");
+  const actions = el("div", "actions");
+  actions.append(button("Send to server", "primary", () => answer(detail.id, {
+    action: "by_hand", role: role.value, text: text.value, model: model.value, stopReason: stop.value,
+  }, error)));
+  box.append(actions, error);
+  return box;
 }
 
 // ---- progress and log -----------------------------------------------------------------------------

@@ -7,10 +7,15 @@ server asks through input-required results instead.
 Tools:
 * ``ask_form(question)`` - form elicitation {name: string (required), age: integer, subscribe: boolean};
   answers "accept {…}", "decline" or "cancel".
+* ``ask_defaults()`` - a form whose every field but the required name has a default: a string, an
+  integer, a decimal number, a boolean, an untitled single enum (no title at all), an untitled
+  multi-select (1 or 2 items), a titled single (oneOf) and multi (anyOf) enum and a legacy
+  enumNames enum; answers like ``ask_form``.
 * ``ask_url(url)`` - URL-mode elicitation of ``url`` (a test passes ``javascript:…`` too).
 * ``ask_schema(kind)`` - an elicitation whose schema the spec forbids (``array``: not an object
   schema; ``nested``: an object property); answers what the client said, or its error.
 * ``ask_model(text, repeat)`` - sampling/createMessage of ``text * repeat``; answers the model's text or the error.
+* ``ask_model_verbatim(text)`` - the same, answering the whole CreateMessageResult it got, as JSON.
 * ``list_roots()`` - the client's roots as JSON; ``roots_changes()`` - how many
   ``notifications/roots/list_changed`` this process received.
 * ``progress(steps, delay)`` - reports progress (with a message) and logs an info and a debug
@@ -74,6 +79,25 @@ FORM = {
     },
     "required": ["name"],
 }
+DEFAULTS_FORM = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your name"},
+        "motto": {"type": "string", "title": "Motto", "default": "Measure twice."},
+        "count": {"type": "integer", "title": "How many", "minimum": 1, "maximum": 10, "default": 7},
+        "ratio": {"type": "number", "title": "Ratio", "minimum": 0, "maximum": 10, "default": 2.75},
+        "agree": {"type": "boolean", "title": "Agree", "default": True},
+        "size": {"type": "string", "enum": ["S", "M", "L"], "default": "M"},
+        "toppings": {"type": "array", "title": "Toppings", "minItems": 1, "maxItems": 2,
+                     "items": {"type": "string", "enum": ["olive", "basil", "chili"]}, "default": ["basil"]},
+        "planet": {"type": "string", "title": "Planet", "default": "p-4",
+                   "oneOf": [{"const": "p-3", "title": "Earth"}, {"const": "p-4", "title": "Mars"}]},
+        "moons": {"type": "array", "title": "Moons", "minItems": 1, "default": ["m-2"],
+                  "items": {"anyOf": [{"const": "m-1", "title": "Phobos"}, {"const": "m-2", "title": "Deimos"}]}},
+        "shade": {"type": "string", "title": "Shade", "enum": ["s-1", "s-2"], "enumNames": ["Light", "Dark"], "default": "s-2"},
+    },
+    "required": ["name"],
+}
 BAD_SCHEMAS = {
     "array": {"type": "array", "items": {"type": "string"}},
     "nested": {"type": "object", "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}}},
@@ -90,6 +114,13 @@ def _describe(result: Any) -> str:
 async def ask_form(question: str, ctx: Context) -> str:
     """Ask the user a form question mid-call."""
     result = await ctx.request_context.session.elicit_form(question, FORM, related_request_id=ctx.request_id)
+    return _describe(result)
+
+
+@mcp.tool(structured_output=False)
+async def ask_defaults(ctx: Context) -> str:
+    """Ask a form whose fields (all but the name) come with the server's defaults."""
+    result = await ctx.request_context.session.elicit_form("Check the defaults", DEFAULTS_FORM, related_request_id=ctx.request_id)
     return _describe(result)
 
 
@@ -126,6 +157,19 @@ async def ask_model(text: str, ctx: Context, repeat: int = 1) -> str:
         return f"error {exc.error.code}: {exc.error.message}"
     content = result.content
     return f"model {result.model} said: {getattr(content, 'text', content)}"
+
+
+@mcp.tool(structured_output=False)
+async def ask_model_verbatim(text: str, ctx: Context) -> str:
+    """Ask the client's model; answer the CreateMessageResult as the server received it."""
+    try:
+        result = await ctx.request_context.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=text))],
+            max_tokens=200, related_request_id=ctx.request_id,
+        )
+    except MCPError as exc:
+        return f"error {exc.error.code}: {exc.error.message}"
+    return json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True), sort_keys=True)
 
 
 @mcp.tool(structured_output=False)
