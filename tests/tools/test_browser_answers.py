@@ -108,3 +108,26 @@ def test_sampling_is_answered_by_hand_without_a_model(browser, live_app, asks, u
     page.click(".server-request.sampling.pending button:has-text('Reject')")
     page.wait_for_selector("#run-status.succeeded", timeout=20000)
     page.context.close()
+
+
+def test_chat_sampling_card_answered_by_hand_and_the_turn_goes_on(browser, live_app, user, fake_llm, asks, screenshots):
+    from tests.tools.test_browser_server_requests import ask_in_chat
+
+    conversation, page = ask_in_chat(browser, live_app, user, fake_llm, asks, [
+        {"text": "Asking.", "tool_calls": [{"name": "asks__ask_model", "arguments": {"text": "Name a fish."}, "id": "s1"}]},
+        {"text": "It said **Wanda**."},
+    ])
+    card = page.wait_for_selector(".tool-card .server-request.sampling.pending", timeout=20000)
+    assert "openai/test-model" in card.inner_text()  # the litellm way names the conversation's model
+    hand = ".tool-card .server-request .sampling-by-hand"
+    page.fill(f"{hand} textarea[name=text]", "Wanda")
+    page.screenshot(path=str(screenshots / "sampling-by-hand-chat.png"), full_page=True)
+    page.click(f"{hand} button:has-text('Send to server')")
+    page.wait_for_selector(".tool-card .status.succeeded", timeout=20000)
+    page.wait_for_selector(".msg.assistant strong >> text=Wanda", timeout=20000)
+    row = ServerRequest.objects.get(tool_call__conversation=conversation, kind="sampling")
+    assert (row.status, row.action) == ("answered", "by_hand")
+    assert len(fake_llm.requests) == 2  # the conversation's two steps: no model ran for the sampling
+    tool_message = [m for m in fake_llm.requests[-1]["body"]["messages"] if m.get("role") == "tool"]
+    assert tool_message[0]["content"] == "model human said: Wanda"
+    page.context.close()
