@@ -48,7 +48,7 @@ import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp_types import methods as mcp_methods
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp_types import CONNECTION_CLOSED, LOG_LEVEL_META_KEY, REQUEST_TIMEOUT, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -174,7 +174,9 @@ class ServerConfig:
     call_timeout: float = 60.0
     mode: Mode = "auto"
     key: str | int | None = None
-    log_level: str | None = None  # sent as logging/setLevel after a legacy handshake
+    # Sent as logging/setLevel after a legacy handshake, stamped on each request on 2026-07-28. Not
+    # in the fingerprint: a new level is applied on the live connection (Connection.set_log_level).
+    log_level: str | None = None
     # Each HTTP request carries the token BEARER_TOKENS holds for `key` (OAuth, tools/oauth.py): a
     # refreshed token is used by the next request, with no new connection.
     bearer: bool = False
@@ -201,8 +203,10 @@ class ServerConfig:
         return str(self.key) if self.key is not None else self.name
 
     def fingerprint(self) -> str:
-        """sha256 of the canonical JSON of every field: equal settings, equal fingerprint."""
-        blob = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), default=str)
+        """sha256 of the canonical JSON of every field but ``log_level``: equal settings, equal fingerprint."""
+        fields = asdict(self)
+        del fields["log_level"]
+        blob = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -300,6 +304,13 @@ class Connection:
         self._protocol_version: str | None = None
         self._sdk_snapshot: dict[str, Any] = {}  # fallback if the raw handshake was not seen
         self._task_changed: dict[str, asyncio.Event] = {}  # a task's poller, woken by notifications/tasks/status
+        # The level the server is asked to log at (set_log_level changes it without reconnecting).
+        self.log_level: str | None = config.log_level
+        # Resource URIs this connection is subscribed to (sync_subscriptions), and why the server
+        # refused the others it was asked for.
+        self.subscribed: set[str] = set()
+        self.subscription_errors: dict[str, str] = {}
+        self._resource_listen: asyncio.Task[None] | None = None  # 2026-07-28: the listen stream of `subscribed`
 
     # ------------------------------------------------------------------ state
 
@@ -543,7 +554,7 @@ class Connection:
                         cache=None,
                         client_info=self._client_info,
                         extensions=[advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})],
-                        log_level=config.log_level,  # type: ignore[arg-type]
+                        # (2026-07-28: stamped on each request by _stamp_log_level, so a change needs no new Client)
                         **self._client_callbacks(),
                     )
                     await stack.enter_async_context(client)
@@ -657,14 +668,113 @@ class Connection:
 
     async def _set_log_level(self, client: Client) -> None:
         """logging/setLevel on a legacy connection whose server logs (2026-07-28 opts in per request)."""
-        if not self.config.log_level or self.is_modern or "logging" not in self.capabilities:
+        if not self.log_level or self.is_modern or "logging" not in self.capabilities:
             return
         try:
             await client.session.send_request(
-                types.SetLevelRequest(params=types.SetLevelRequestParams(level=self.config.log_level)), _RAW  # type: ignore[arg-type]
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level=self.log_level)), _RAW  # type: ignore[arg-type]
             )
         except MCPError as exc:
             logger.info("logging/setLevel on %s refused: %s", self.config.name, exc.error.message)
+
+    def _stamp_log_level(self, params: Any) -> None:
+        """2026-07-28 logging is opted into per request: the level rides each request's ``_meta``."""
+        if self.is_modern and self.log_level and params is not None and hasattr(params, "meta"):
+            params.meta = {**(params.meta or {}), LOG_LEVEL_META_KEY: self.log_level}
+
+    async def set_log_level(self, level: str | None) -> str:
+        """Change the level the server logs at, on this live connection; says how it was applied.
+
+        2025-11-25: ``logging/setLevel`` (the server must offer ``logging``). 2026-07-28: the next
+        requests carry the level in ``_meta`` (there is no setLevel). Blank on a legacy
+        connection keeps the level the server has: setLevel cannot say "your default"."""
+        if self.is_modern:
+            self.log_level = level or None
+            if not level:
+                return "the next requests ask for no log messages (2026-07-28 logging is opted into per request)"
+            return f"the next requests ask for {level} and above (2026-07-28: the level rides each request's _meta)"
+        if not level:
+            self.log_level = None
+            return "kept the level the server has now (logging/setLevel has no “server default”); it applies from the next connection"
+        if "logging" not in self.capabilities:
+            raise ValueError(f"{self.config.name} does not offer logging (no `logging` capability), so it takes no logging/setLevel")
+        await self._request(types.SetLevelRequest(params=types.SetLevelRequestParams(level=level)))  # type: ignore[arg-type]
+        self.log_level = level
+        return f"logging/setLevel {level} sent on the live connection"
+
+    @property
+    def offers_subscriptions(self) -> bool:
+        """The server takes resource subscriptions (``resources.subscribe``)."""
+        return bool((self.capabilities.get("resources") or {}).get("subscribe"))
+
+    async def sync_subscriptions(self, uris: set[str]) -> None:
+        """Be subscribed to exactly ``uris``: ``resources/subscribe``/``unsubscribe`` on 2025-11-25,
+        one ``subscriptions/listen`` stream naming them all on 2026-07-28 (opened again when the
+        set changes). A URI the server refuses lands in ``subscription_errors``, not raised:
+        the other URIs must not suffer for it. Updates arrive as ``notifications/resources/updated``
+        through ``on_notification`` and ``on_frame``."""
+        if self.is_modern:
+            listening = self._resource_listen is not None and not self._resource_listen.done()
+            if uris != self.subscribed or (uris and not listening):
+                await self._relisten(uris)
+            return
+        for uri in sorted(uris - self.subscribed):
+            try:
+                await self._request(types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)))
+            except RemoteError as exc:
+                self.subscription_errors[uri] = f"the server refused resources/subscribe: {exc.message} (code {exc.code})"
+                continue
+            self.subscribed.add(uri)
+            self.subscription_errors.pop(uri, None)
+        for uri in sorted(self.subscribed - uris):
+            self.subscribed.discard(uri)
+            try:
+                await self._request(types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)))
+            except RemoteError as exc:
+                logger.info("resources/unsubscribe %s refused by %s: %s", uri, self.config.name, exc.message)
+
+    async def _relisten(self, uris: set[str]) -> None:
+        old, self._resource_listen = self._resource_listen, None
+        self.subscribed = set()
+        if old is not None:
+            old.cancel()
+            await asyncio.gather(old, return_exceptions=True)
+        if not uris:
+            return
+        ready: asyncio.Future[set[str]] = asyncio.get_running_loop().create_future()
+        self._resource_listen = asyncio.create_task(self._listen_resources(sorted(uris), ready),
+                                                    name=f"mcp-resource-listen:{self.config.name}")
+        try:
+            honored = await ready
+        except Exception as exc:  # noqa: BLE001 - recorded per URI, shown to whoever subscribed
+            why = f"the server refused subscriptions/listen: {_describe(exc)}"
+            self.subscription_errors.update(dict.fromkeys(uris, why))
+            return
+        self.subscribed = honored & uris
+        for uri in uris:
+            if uri in honored:
+                self.subscription_errors.pop(uri, None)
+            else:
+                self.subscription_errors[uri] = "the server left this URI out of the subscriptions/listen it acknowledged"
+
+    async def _listen_resources(self, uris: list[str], ready: asyncio.Future[set[str]]) -> None:
+        """The 2026-07-28 listen stream of the subscribed resources, held until cancelled or lost."""
+        assert self._client is not None
+        try:
+            async with self._client.listen(resource_subscriptions=uris) as subscription:
+                ready.set_result(set(subscription.honored.resource_subscriptions or ()))
+                async for _event in subscription:
+                    pass  # the raw notifications already went to on_notification and on_frame
+        except Exception as exc:  # noqa: BLE001 - reported through `ready`, or logged once it was acknowledged
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                logger.info("resource subscriptions/listen on %s ended: %s", self.config.name, _describe(exc))
+        finally:
+            if not ready.done():
+                ready.set_exception(ConnectionFailed(f"{self.config.name}: the listen stream ended before it was acknowledged"))
+            if self._resource_listen is asyncio.current_task():
+                self.subscribed = set()  # lost: the next sync_subscriptions listens again
 
     def _remember_handshake(self, client: Client) -> None:
         session = client.session
@@ -704,6 +814,8 @@ class Connection:
     async def close(self) -> None:
         """Close the session and transport; a stdio child is terminated (TERM, then KILL)."""
         self._closed = True
+        if self._resource_listen is not None:
+            self._resource_listen.cancel()
         if self._closing is not None:
             self._closing.set()
         owner = self._owner
@@ -802,6 +914,7 @@ class Connection:
         max_timeout: float | None = None,
     ) -> dict[str, Any]:
         t = timeout or self.config.call_timeout
+        self._stamp_log_level(request.params)
         if on_progress is not None and max_timeout is not None and max_timeout > t:
             return await self._request_reset_on_progress(request, t, max_timeout, on_progress)
         return await self._call(
@@ -864,6 +977,7 @@ class Connection:
             # Through session.list_tools so the SDK learns each tool's x-mcp-header
             # map (needed for tools/call headers on 2026-07-28 HTTP).
             params = request.params
+            self._stamp_log_level(params)
             return await self._call(method, lambda: self._session().list_tools(params=params), t)
         return await self._request(request, t)
 

@@ -1,4 +1,4 @@
-"""WebSockets of the inspector: the live JSON-RPC log and a manual tool call's result."""
+"""WebSockets of the inspector: the live JSON-RPC log, a server's own events and a manual tool call's result."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 
 from inspector.consumers import GroupRelayConsumer
 from tools import events
-from tools.models import ToolCall
+from tools.models import Server, ToolCall
 
 
 class RpcLogConsumer(GroupRelayConsumer):
@@ -30,6 +30,26 @@ class RpcLogConsumer(GroupRelayConsumer):
         self.visible = await database_sync_to_async(self._visible)()
         frames = [f for f in event["frames"] if f["server_id"] in self.visible]
         return {**event, "frames": frames} if frames else None
+
+
+class ServerConsumer(GroupRelayConsumer):
+    """A server's own events for its pages: `resource.updated` to whoever sees the server,
+    `server.log` to those who read its log (tools/server_log.py)."""
+
+    async def groups_for_user(self, user):
+        from tools.server_log import reads_log
+
+        pk = self.scope["url_route"]["kwargs"]["pk"]
+        server = await database_sync_to_async(lambda: Server.objects.visible_to(user).filter(pk=pk).first())()
+        if server is None:
+            return None
+        self.reads_log = reads_log(user, server)
+        return [events.server_group(pk)]
+
+    async def filter_event(self, event):
+        if event.get("type") == events.SERVER_LOG and not self.reads_log:
+            return None
+        return event
 
 
 class ToolCallConsumer(GroupRelayConsumer):

@@ -53,6 +53,9 @@ SERVER_REQUEST_CREATED = "server_request.created"
 SERVER_REQUEST_UPDATED = "server_request.updated"
 # /ws/rpc-log/
 RPC_FRAMES = "rpc.frames"
+# /ws/servers/{id}/: what a server sends outside any one call.
+RESOURCE_UPDATED = "resource.updated"  # a notifications/resources/updated of a subscribed resource
+SERVER_LOG = "server.log"  # every notifications/message of the server, in a call or between calls
 
 # --- groups ---------------------------------------------------------------------------------------
 
@@ -67,6 +70,11 @@ def conversation_group(conversation_id: int) -> str:
 def tool_call_group(tool_call_id) -> str:
     """Status and result of one tool call (the tool page's Run, scripts)."""
     return f"toolcall.{tool_call_id}"
+
+
+def server_group(server_id: int) -> str:
+    """A server's own events (its resource pages and log panel)."""
+    return f"server.{server_id}"
 
 
 def tool_call_groups(call: ToolCall) -> list[str]:

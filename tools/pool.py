@@ -12,7 +12,8 @@ on that loop and returns its result to the calling thread.
   if its budget allows, otherwise fails at once. Other servers are unaffected.
 * A config whose ``identity`` (``key``, else ``name``) matches a pooled
   connection with a different fingerprint replaces it: the old one is closed.
-* A reaper closes connections idle for ``idle_timeout`` seconds, and dead ones.
+* A reaper closes connections idle for ``idle_timeout`` seconds (unless they hold resource
+  subscriptions), and dead ones.
 * ``get_pool()`` is a per-process singleton, reset in forked children (Celery
   prefork): a child must never use the parent's loop thread.
 
@@ -358,10 +359,12 @@ class Pool:
 
     async def _reap(self) -> None:
         now = time.monotonic()
+        # A connection holding resource subscriptions is not idle: closing it would end them.
         stale = [
             e
             for e in self._entries.values()
-            if e.in_use == 0 and (now - e.last_used > self.idle_timeout or not e.connection.alive)
+            if e.in_use == 0 and ((now - e.last_used > self.idle_timeout and not e.connection.subscribed)
+                                  or not e.connection.alive)
         ]
         for entry in stale:
             logger.debug("closing %s connection to %s", "idle" if entry.connection.alive else "dead", entry.config.name)

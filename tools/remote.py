@@ -5,18 +5,21 @@ Only Celery workers import this; the web process never opens an MCP connection.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import logging
 import threading
+import time
 from typing import Any, Awaitable, Callable, TypeVar
 
 from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tools.connection import CallTimeout, Connection, ConnectionFailed
-from tools.models import Server, Tool, parse_pool_key, pool_key
+from tools import events
+from tools.connection import CallTimeout, Connection, ConnectionFailed, RemoteError
+from tools.models import ResourceSubscription, Server, Tool, parse_pool_key, pool_key
 from tools.oauth import authorized_config, refresh_after_401, rejected
 from tools.pool import Pool, get_pool
 from tools.rpclog import recorder
@@ -33,10 +36,44 @@ LIST_CHANGED = {
 
 
 def _on_notification(config, method: str, params: dict) -> None:
-    """Called on the pool's loop thread: hand list-changed work to a thread of its own."""
+    """Called on the pool's loop thread: hand list-changed and resource-updated work to a thread of its own."""
     if method in LIST_CHANGED:
         server_id, user_id = parse_pool_key(config.key)
         threading.Thread(target=_list_changed, args=(server_id, LIST_CHANGED[method], user_id), daemon=True).start()
+    elif method == "notifications/resources/updated":
+        threading.Thread(target=_resource_updated, args=(config, params, time.time()), daemon=True).start()
+
+
+def _resource_updated(config, params: dict, at: float) -> None:
+    """Tell the server's pages; and if nobody wants that resource any more (unsubscribed through
+    another worker's connection), stop this connection's subscriptions to what nobody wants."""
+    from inspector.events import publish
+
+    close_old_connections()
+    try:
+        server_id, user_id = parse_pool_key(config.key)
+        uri = str(params.get("uri") or "")
+        publish(events.server_group(server_id), {
+            "type": events.RESOURCE_UPDATED, "server_id": server_id, "uri": uri,
+            "at": datetime.datetime.fromtimestamp(at, tz=datetime.timezone.utc).isoformat(),
+        })
+        server = Server.objects.filter(pk=server_id).first()
+        wanted = subscription_uris(server, user_id) if server is not None else set()
+        if uri not in wanted:
+            pool().run(config, lambda conn: conn.sync_subscriptions(wanted), timeout=settings.MCP_CALL_TIMEOUT)
+    except Exception:  # noqa: BLE001
+        log.exception("handling notifications/resources/updated from %s failed", config.name)
+    finally:
+        close_old_connections()
+
+
+def subscription_uris(server: Server, user_id: int | None = None) -> set[str]:
+    """The resources a connection to `server` (for `user_id` on an OAuth server) subscribes to:
+    what any user subscribed to (one connection serves them all), on an OAuth server that user's own."""
+    rows = ResourceSubscription.objects.filter(server=server)
+    if server.auth == "oauth":
+        rows = rows.filter(user_id=user_id)
+    return set(rows.values_list("uri", flat=True))
 
 
 def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None:
@@ -84,6 +121,7 @@ def run(server: Server, fn: Callable[[Connection], Awaitable[T]], timeout: float
     read from the database when asked, so a change needs no reconnection."""
     config = config_for(server, user_id)
     roots = roots_version(server.roots)
+    subscriptions = subscription_uris(server, user_id)
 
     async def with_roots(conn: Connection) -> T:
         if conn.roots_version is not None and conn.roots_version != roots:
@@ -92,6 +130,7 @@ def run(server: Server, fn: Callable[[Connection], Awaitable[T]], timeout: float
             except Exception as exc:  # noqa: BLE001 - a lost notification must not fail the call
                 log.info("could not announce changed roots to %s: %s", server.name, exc)
         conn.roots_version = roots
+        await _settle(conn, config.log_level, subscriptions)
         return await fn(conn)
 
     wait = timeout or (settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT)
@@ -114,6 +153,23 @@ def run(server: Server, fn: Callable[[Connection], Awaitable[T]], timeout: float
         Server.objects.filter(pk=server.pk).update(last_error=redact(str(exc)) or exc.__class__.__name__)
         raise
     return result
+
+
+async def _settle(conn: Connection, log_level: str | None, subscriptions: set[str]) -> None:
+    """Bring a live connection to the server row's log level and the subscriptions users hold,
+    without reconnecting: each worker's connection catches up at its next use. Refusals are
+    logged (and kept per URI on the connection), never a reason to fail the call."""
+    if conn.log_level != log_level:
+        try:
+            await conn.set_log_level(log_level)
+        except (RemoteError, CallTimeout, ValueError) as exc:
+            log.info("could not set the log level of %s to %s: %s", conn.config.name, log_level, exc)
+            conn.log_level = log_level  # not again at every call
+    if subscriptions != conn.subscribed:
+        try:
+            await conn.sync_subscriptions(subscriptions)
+        except (RemoteError, CallTimeout) as exc:
+            log.info("could not update the resource subscriptions of %s: %s", conn.config.name, exc)
 
 
 async def _overview(conn: Connection) -> dict[str, Any]:

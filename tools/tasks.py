@@ -85,6 +85,19 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
                                                                    params.get("context"), timeout=settings.COMPLETION_TIMEOUT),
                                 user_id=user_id)
             return {"ok": True, "result": result}
+        if action == "subscriptions":
+            # The wrapper in remote.run brought the connection to the subscriptions users hold.
+            async def state(conn):
+                return {"offered": conn.offers_subscriptions, "subscribed": sorted(conn.subscribed),
+                        "errors": dict(conn.subscription_errors), "protocol_version": conn.protocol_version}
+
+            return {"ok": True, **remote.run(server, state, user_id=user_id)}
+        if action == "set_log_level":
+            level = params.get("level") or None
+            applied = remote.run(server, lambda conn: conn.set_log_level(level), user_id=user_id)
+            # The row too: other workers' connections catch up at their next use (remote.run).
+            Server.objects.filter(pk=server.pk).update(log_level=level or "")
+            return {"ok": True, "applied": applied, "level": level or ""}
         return {"ok": False, "error": f"Unknown action {action!r}."}
     except Exception as exc:  # noqa: BLE001 - shown to the person who asked
         return _error(exc)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tools import api, view_calls, views, widgets
+from tools import api, server_log, subscriptions, view_calls, views, widgets
 
 urlpatterns = [
     path("servers/", views.server_list, name="server_list"),
@@ -15,6 +15,7 @@ urlpatterns = [
     path("servers/<int:pk>/resources/", views.resources, name="server_resources"),
     path("servers/<int:pk>/resources/download/", views.resource_download, name="resource_download"),
     path("servers/<int:pk>/prompts/", views.prompts, name="server_prompts"),
+    path("servers/<int:pk>/log/", server_log.server_log, name="server_log"),
     path("tool-calls/<uuid:pk>/workbench/", views.workbench, name="tool_call_workbench"),
     path("servers/<int:pk>/preview/", views.workbench_preview, name="view_preview"),
     path("rpc-log/", views.rpc_log, name="rpc_log"),
@@ -31,6 +32,9 @@ urlpatterns = [
     path("api/servers/<int:pk>/oauth/sign-out/", api.oauth_sign_out, name="api_server_oauth_sign_out"),
     path("oauth/callback/", views.oauth_callback, name="oauth_callback"),
     path("api/servers/<int:pk>/tools/", api.server_tools, name="api_server_tools"),
+    path("api/servers/<int:pk>/subscriptions/", subscriptions.subscriptions, name="api_server_subscriptions"),
+    path("api/servers/<int:pk>/logs/", server_log.server_logs, name="api_server_logs"),
+    path("api/servers/<int:pk>/log-level/", server_log.log_level, name="api_server_log_level"),
     path("api/servers/<int:pk>/tools/<path:name>/call/", api.tool_call_create, name="api_tool_call_create"),
     path("api/servers/<int:pk>/tools/<path:name>/view/", widgets.tool_view, name="api_tool_view"),
     path("api/tool-calls/<uuid:pk>/", api.tool_call_detail, name="api_tool_call"),

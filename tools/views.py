@@ -21,7 +21,7 @@ from tools.deadlines import max_timeout, shown_timeout
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
 from tools.events import tool_call_json
 from tools.widgets import view_tools
-from tools.models import OAuthFlow, RpcFrame, Server, Tool, ToolCall
+from tools.models import OAuthFlow, ResourceSubscription, RpcFrame, Server, Tool, ToolCall
 
 # How long a sign-in may wait for the browser to come back from the authorization server.
 OAUTH_FLOW_TTL = timedelta(minutes=10)
@@ -216,10 +216,14 @@ def resources(request: HttpRequest, pk: int) -> HttpResponse:
         read = _ask_worker(request, server, "read_resource", {"uri": uri})
         if read.get("ok"):
             read["contents"] = [_render_content(c) for c in (read["result"] or {}).get("contents", [])]
+    from tools.subscriptions import how, offers_subscriptions
+
+    subscribed = set(ResourceSubscription.objects.filter(server=server, user=request.user).values_list("uri", flat=True))
     return render(
         request,
         "tools/resources.html",
-        {"server": server, "answer": answer, "uri": uri, "read": read, "tab": "resources"},
+        {"server": server, "answer": answer, "uri": uri, "read": read, "tab": "resources",
+         "subscribed": subscribed, "subscribable": offers_subscriptions(server), "subscribe_via": how(server)},
     )
 
 
