@@ -31,9 +31,12 @@ def check_redis() -> dict:
     return {"ok": True, "ms": round((time.monotonic() - started) * 1000, 1)}
 
 
-def check_workers(timeout: float = 1.5, hostname: str | None = None) -> dict:
+def check_workers(timeout: float = 1.5, hostname: str | None = None, limit: int | None = None) -> dict:
     """A Celery ping: it is answered by the worker's consumer loop, so an answer means the worker
-    is connected and taking messages, not only that its process is alive."""
+    is connected and taking messages, not only that its process is alive.
+
+    Without `limit` the ping waits its whole timeout for every worker's answer; with `limit=1` it
+    returns at the first (a few ms), which is all a health probe needs."""
     from inspector.celery import app
 
     try:
@@ -43,7 +46,7 @@ def check_workers(timeout: float = 1.5, hostname: str | None = None) -> dict:
             hostname = host_format(hostname)  # "worker-1@%h", as the unit file names it
             replies = app.control.ping(destination=[hostname], timeout=timeout, limit=1)
         else:
-            replies = app.control.ping(timeout=timeout)
+            replies = app.control.ping(timeout=timeout, limit=limit)
     except Exception as exc:
         return {"ok": False, "error": str(exc), "workers": []}
     names = sorted(name for reply in replies for name in reply)
@@ -52,13 +55,17 @@ def check_workers(timeout: float = 1.5, hostname: str | None = None) -> dict:
     return {"ok": True, "workers": names}
 
 
-def report(role: str = "all") -> tuple[bool, dict]:
+def report(role: str = "all", every_worker: bool = False) -> tuple[bool, dict]:
     """The app's health; `role="web"` is one web process's own (database and Redis, no worker
-    ping), for a proxy's health check that must not fail every web process when workers are down."""
+    ping), for a proxy's health check that must not fail every web process when workers are down.
+
+    The worker check stops at the first answer (a probe does not hold daphne's thread for the
+    ping's 1.5 s); `every_worker` waits for all of them, to name them (staff)."""
     checks = {"database": check_database(), "redis": check_redis()}
     if role != "web":
         # Without Redis a worker ping would only hang until its timeout.
-        checks["worker"] = check_workers() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down."}
+        checks["worker"] = (check_workers(limit=None if every_worker else 1) if checks["redis"]["ok"]
+                            else {"ok": False, "error": "Redis is down."})
     healthy = all(c["ok"] for c in checks.values())
     return healthy, {"status": "ok" if healthy else "degraded", "checks": checks}
 

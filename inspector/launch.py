@@ -296,18 +296,18 @@ def serve(role: str, args: argparse.Namespace) -> int:
         if role == "all" and not env.get("REDIS_URL"):
             env["REDIS_URL"] = start_embedded_redis(procs, _data_dir())
             print(f"Embedded Valkey on {env['REDIS_URL']}", flush=True)
-        if role == "all" or getattr(args, "migrate", False):
+        if role == "all":
+            manage("prepare", env=env)  # migrate + ensure_admin in one process (one Django set-up)
+        elif getattr(args, "migrate", False):
             manage("migrate", "--noinput", env=env)
-            if role == "all":
-                manage("ensure_admin", env=env)
         health_url = None
         if role in {"all", "web"}:
             daphne, host, port = _web_child(procs, env)
-            wait_for_port(host, port, 60, daphne)
             health_url = f"http://{host}:{port}/healthz" + ("?role=web" if role == "web" else "")
         if role in {"all", "worker"}:
-            _worker_child(procs, env, args)
+            _worker_child(procs, env, args)  # starts while daphne does (bench/cold_start.py)
         if role in {"all", "web"}:
+            wait_for_port(host, port, 60, daphne)
             public = env.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
             print(f"\nMCP Inspector is running at {public}/  (Ctrl-C stops everything)\n", flush=True)
         if not health_url:

@@ -22,7 +22,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
     """Public for load balancers and monitors; the details (errors, worker names) are for staff.
 
     `?role=web` checks only what this web process needs (database, Redis): a proxy's check."""
-    healthy, body = health.report(role="web" if request.GET.get("role") == "web" else "all")
+    healthy, body = health.report(role="web" if request.GET.get("role") == "web" else "all",
+                                  every_worker=request.user.is_staff)
     if not request.user.is_staff:
         body = health.summary(body)
     return JsonResponse(body, status=200 if healthy else 503)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
 from inspector import logs
-from tools import pipeline
+from tools import pipeline, tokens
 from tools.models import OAuthFlow, Server, ToolCall
 from tools.url_secrets import redact
 
@@ -19,6 +21,22 @@ log = logging.getLogger(__name__)
 
 # How often a chat step's task looks at a call that waits for input or runs in another delivery.
 CHORD_POLL = 1.0
+
+
+@worker_ready.connect
+def warm_up_token_counting(**kwargs) -> None:
+    """Import litellm and load its tokenizer in the background once the worker is ready.
+
+    Every tool call counts tokens with litellm (tools/tokens.py), and the first count in a process
+    costs ~3.8 s of CPU (the import, then the tokenizer). Nothing imports litellm at start any more,
+    so the worker answers pings seconds sooner (bench/cold_start.py); without this, the first call
+    after a start would pay those seconds instead.
+    """
+
+    def count_once() -> None:
+        tokens.count("warm-up")
+
+    threading.Thread(target=count_once, name="warm-up-token-counting", daemon=True).start()
 
 
 @shared_task(name="tools.tasks.execute_tool_call", bind=True, max_retries=None)
