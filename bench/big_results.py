@@ -92,7 +92,8 @@ def main() -> int:
     if not args.use_env:
         os.environ.pop("DATABASE_URL", None)
 
-    from inspector.launch import Processes, free_port, start_embedded_redis, wait_for_port
+    from inspector.launch import (Processes, daphne_command, endpoint, free_port, start_embedded_redis, wait_for_port,
+                                  worker_command)
 
     procs = Processes()
     http_server = None
@@ -118,12 +119,9 @@ def main() -> int:
         call_command("migrate", verbosity=0, interactive=False)
         env = dict(os.environ)
         logs = open(data_dir / "processes.log", "wb")
-        worker = procs.start("worker", [sys.executable, "-m", "celery", "-A", "inspector", "worker", "--pool", "threads",
-                                        "--concurrency", "8", "-Q", "default,tools,llm", "--without-gossip",
-                                        "--without-mingle", "--hostname", f"big-{os.getpid()}@localhost"],
+        worker = procs.start("worker", worker_command(f"big-{os.getpid()}@localhost", concurrency=8),
                              env=env, stdout=logs, stderr=logs)
-        daphne = procs.start("daphne", [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1",
-                                        "inspector.asgi:application"], env=env, stdout=logs, stderr=logs)
+        daphne = procs.start("daphne", daphne_command([endpoint(port)]), env=env, stdout=logs, stderr=logs)
         wait_for_port("127.0.0.1", port, 30, daphne)
         http_server = start_server("basic.py", "http")
         user = get_user_model().objects.create_user("big-bench", password="big-bench-pass", is_staff=True,
