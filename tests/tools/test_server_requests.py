@@ -272,7 +272,7 @@ def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, as
                      timeout=10, message="the call in the frame log")
     assert "progressToken" in frame.payload["params"]["_meta"]
 
-    # logging/setLevel per server: debug lets the server's debug lines through (the changed setting reconnects).
+    # logging/setLevel per server: debug lets the server's debug lines through (applied on the live connection at its next use).
     # (a stdio server is edited by staff only: the setting is written directly here; the API's check is below)
     Server.objects.filter(pk=asks_stdio.pk).update(log_level="debug")
     call_id = start_api_call(api, asks_stdio, "progress", {"steps": 2, "delay": 0.05})
