@@ -55,7 +55,10 @@ function add(log) {
   const message = cell(log.complete ? log.text : `${log.text}…`, "log-text");
   row.append(time, level, cell(log.logger, "log-logger"), message, call);
   row.hidden = !visible(row);
+  const scroller = document.getElementById("log-scroll");
+  const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
   body.append(row);
+  if (atBottom) scroller.scrollTop = scroller.scrollHeight;  // follow the newest, unless you scrolled up to read
   empty.hidden = true;
 }
 
