@@ -14,6 +14,7 @@ The imported conversation is owned by the importer and read-only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import uuid
@@ -456,12 +457,14 @@ def import_conversation(data: bytes | str, user) -> Conversation:
     """Recreate the file's conversation, read-only, owned by `user`; ArchiveError changes nothing."""
     content = _read(parse(data))
     conv = content["conversation"]
+    # The file's digest, so `manage.py replay FILE` run again re-runs this import instead of adding a copy.
+    digest = hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
     with transaction.atomic():
         conversation = Conversation.objects.create(
             owner=user, title=(conv["title"] or "Imported conversation")[:200], model=conv["model"],
             system_prompt=conv["system_prompt"], temperature=conv["temperature"], read_only=True,
             imported={**content["header"], "source_id": conv["source_id"], "api_base": conv["api_base"],
-                      "imported_at": timezone.now().isoformat(), "servers": content["servers"]},
+                      "imported_at": timezone.now().isoformat(), "servers": content["servers"], "sha256": digest},
         )
         turns = [Turn.objects.create(conversation=conversation, status=t["status"], error=t["error"], steps=t["steps"],
                                      finished_at=t["finished_at"]) for t in content["turns"]]

@@ -273,7 +273,7 @@ def test_manage_replay_exits_non_zero_on_differences(api, fake_llm, drift, drift
 
     with pytest.raises(CommandError, match="No server with id 123456") as failed:
         call_command("replay", str(cid), "--server", "drift=123456", stdout=io.StringIO())
-    assert failed.value.returncode == 2  # the exit status on the command line
+    assert failed.value.returncode == 3  # bad input: the exit status on the command line (issue 28.10)
 
 
 # --- 12.4 export / import ----------------------------------------------------------------------------------

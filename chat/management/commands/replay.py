@@ -2,13 +2,16 @@
 conversation as a regression test for MCP servers, in CI.
 
 Re-runs every recorded tool call against today's servers (chat/replay.py, through the workers
-like any call), prints a summary and exits 0 when nothing changed, 1 on differences, 2 when a
-call could not run (no such server, a failed run). A file is an export (chat/archive.py): it is
-imported first, read-only, for `--user`.
+like any call) and prints a summary. Exit status, distinct so CI can tell a regression from a
+broken job: 0 nothing changed, 1 differences, 2 a call could not run (no such server today, no
+worker within --timeout), 3 bad input (unknown conversation id or user, missing, foreign or
+invalid file, a bad option). A file is an export (chat/archive.py): it is imported once,
+read-only, for `--user`; running the same file again (same SHA-256) reuses that import.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -17,12 +20,34 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+EXIT_SAME = 0
 EXIT_DIFFERENT = 1
-EXIT_ERROR = 2
+EXIT_ERROR = 2  # a call could not run
+EXIT_BAD_INPUT = 3
+
+
+def bad_input(message: str) -> CommandError:
+    """A CommandError that exits 3: the command was given something it cannot use."""
+    return CommandError(message, returncode=EXIT_BAD_INPUT)
 
 
 class Command(BaseCommand):
-    help = "Re-run a recorded conversation's tool calls against today's servers and report the differences."
+    help = ("Re-run a recorded conversation's tool calls against today's servers and report the differences. "
+            "Exit status: 0 same, 1 different, 2 a call could not run, 3 bad input.")
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        """Option errors exit 3 (bad input), not argparse's 2, which here means "a call could not run"."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        refuse = parser.error
+
+        def error(message):
+            if parser.called_from_command_line:
+                parser.print_usage(sys.stderr)
+                parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message}\n")
+            refuse(message)
+
+        parser.error = error
+        return parser
 
     def add_arguments(self, parser):
         parser.add_argument("conversation", help="A conversation id, or the path of an exported conversation file.")
@@ -44,12 +69,12 @@ class Command(BaseCommand):
         for entry in options["server"]:
             name, sep, value = entry.rpartition("=")
             if not sep or not name or not value.strip().isdigit():
-                raise CommandError(f"--server takes NAME=ID (a server id), not {entry!r}.")
+                raise bad_input(f"--server takes NAME=ID (a server id), not {entry!r}.")
             servers[name] = int(value)
         try:
             run = replay.start_run(conversation, user, ignore_paths=options["ignore"], servers=servers)
-        except replay.ReplayError as exc:
-            raise CommandError(str(exc), returncode=EXIT_ERROR) from None
+        except replay.ReplayError as exc:  # an unknown server name or id, a bad --ignore path
+            raise bad_input(str(exc)) from None
         deadline = time.monotonic() + options["timeout"]
         while True:
             run.refresh_from_db()
@@ -78,29 +103,39 @@ class Command(BaseCommand):
         if options["user"]:
             user = users.filter(username=options["user"]).first()
             if user is None:
-                raise CommandError(f"No user named {options['user']!r}.")
+                raise bad_input(f"No user named {options['user']!r}.")
         target = options["conversation"]
         path = Path(target)
         if not target.isdigit() or path.is_file():
             if not path.is_file():
-                raise CommandError(f"{target!r} is neither a conversation id nor a file.")
+                raise bad_input(f"{target!r} is neither a conversation id nor a file.")
             if user is None:
                 user = users.filter(is_superuser=True, is_active=True).order_by("pk").first()
                 if user is None:
-                    raise CommandError("Importing a file needs --user (there is no superuser to default to).")
+                    raise bad_input("Importing a file needs --user (there is no superuser to default to).")
             try:
-                conversation = archive.import_conversation(path.read_bytes(), user)
+                data = path.read_bytes()
+            except OSError as exc:
+                raise bad_input(f"{path}: {exc.strerror or exc}") from None
+            digest = hashlib.sha256(data).hexdigest()
+            earlier = (Conversation.objects.filter(owner=user, read_only=True, imported__sha256=digest)
+                       .order_by("pk").first())
+            if earlier is not None:
+                self.stdout.write(f"{path} was imported before as conversation #{earlier.pk} (same SHA-256); re-running that.")
+                return earlier, user
+            try:
+                conversation = archive.import_conversation(data, user)
             except archive.ArchiveError as exc:
-                raise CommandError(f"{path}: {exc}", returncode=EXIT_ERROR) from None
+                raise bad_input(f"{path}: {exc}") from None
             self.stdout.write(f"Imported {path} as conversation #{conversation.pk} (read-only, owned by {user}).")
             return conversation, user
         conversation = Conversation.objects.filter(pk=int(target)).select_related("owner").first()
         if conversation is None:
-            raise CommandError(f"No conversation #{target}.")
+            raise bad_input(f"No conversation #{target}.")
         if user is None:
             user = conversation.owner
         elif conversation.owner_id != user.pk:
-            raise CommandError(f"Conversation #{target} is not {user}'s.")
+            raise bad_input(f"Conversation #{target} is not {user}'s.")
         return conversation, user
 
     def _summary(self, conversation, data):
