@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -41,11 +43,20 @@ class ConversationForm(forms.ModelForm):
 
 @require_GET
 def conversation_list(request: HttpRequest) -> HttpResponse:
-    qs = Conversation.objects.visible_to(request.user).select_related("owner").order_by("-updated_at")
+    qs = (Conversation.objects.visible_to(request.user).select_related("owner").prefetch_related("servers")
+          .order_by("-updated_at"))
     q = request.GET.get("q", "").replace("\x00", "").strip()  # PostgreSQL refuses NUL in a query
     if q:
         qs = qs.filter(Q(title__icontains=q) | Q(messages__text__icontains=q)).distinct()
-    return render(request, "chat/list.html", {"conversations": qs[:200], "q": q})
+    conversations = list(qs[:200])
+    # Chats are titled by their first message, so titles repeat: a repeated one gets its start time and number.
+    titles = Counter(str(c) for c in conversations)
+    for c in conversations:
+        c.repeated_title = titles[str(c)] > 1
+        # An imported conversation has no servers here; its file names the ones it used.
+        c.server_names = sorted(s.name for s in c.servers.all()) or sorted(
+            str(s.get("name")) for s in (c.imported or {}).get("servers") or [] if isinstance(s, dict) and s.get("name"))
+    return render(request, "chat/list.html", {"conversations": conversations, "q": q})
 
 
 @require_http_methods(["GET", "POST"])

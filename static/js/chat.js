@@ -15,7 +15,7 @@ import { renderContentText } from "./rich-content.js";
 import { adoptAppView, mountAppView, runViewToolCall, unmountAppView } from "./app-view.js";
 import { displayJson, fetchFullResultText, formatBytes, keepPushedResult } from "./tool-result.js";
 import { appendLog, showProgress, showServerRequest, showTask } from "./server-requests.js";
-import { showElapsed } from "./elapsed.js";
+import { formatSeconds, showElapsed } from "./elapsed.js";
 
 const page = JSON.parse(document.getElementById("page-data").textContent);
 const cid = page.conversationId;
@@ -339,12 +339,35 @@ function setRunning(on) {
   showTurnState();
 }
 
-/** What the running turn waits for: the model, or you when one of its calls asks for input. */
+let turnTimer = null;  // ticks the header's elapsed time while one of the turn's tool calls runs
+
+/** The turn's tool calls still queued or running (not a view's own calls, which have no card). */
+function activeCalls() {
+  return [...calls.values()].filter(c => (c.status === "queued" || c.status === "running") && c.origin !== "widget");
+}
+
+/** What the running turn waits for: the model, a tool call (which one, for how long), or you
+ * when one of its calls asks for input. */
 function showTurnState() {
   const s = document.getElementById("turn-state");
   const waits = running && (asking.size > 0 || [...calls.values()].some(c => c.status === "input_required" && c.origin !== "widget"));
+  const active = running && !waits ? activeCalls() : [];
   s.className = `status${running ? " running" : ""}${waits ? " input_required" : ""}`;
-  s.textContent = running ? (waits ? "waiting for your input…" : "thinking…") : "";
+  s.title = "";
+  if (!running) s.textContent = "";
+  else if (waits) s.textContent = "waiting for your input…";
+  else if (!active.length) s.textContent = "thinking…";
+  else {
+    const names = active.map(c => `${c.server_name}/${c.tool}`);
+    const shown = names.length > 3 ? `${names.slice(0, 3).join(", ")} and ${names.length - 3} more` : names.join(", ");
+    const runs = active.filter(c => c.status === "running" && c.started_at);
+    const since = Math.min(...(runs.length ? runs : active).map(c => Date.parse(runs.length ? c.started_at : c.queued_at)));
+    const verb = runs.length ? "running" : "queued";
+    s.textContent = `${verb} ${shown}${Number.isNaN(since) ? "" : ` · ${formatSeconds((Date.now() - since) / 1000)}`}`;
+    s.title = active.map(c => `${c.server_name}/${c.tool}: ${c.status}`).join("\n");
+  }
+  if (active.length && !turnTimer) turnTimer = setInterval(showTurnState, 1000);
+  else if (!active.length && turnTimer) { clearInterval(turnTimer); turnTimer = null; }
 }
 
 function endTurn(turnId) {
