@@ -18,6 +18,8 @@ let turns = [];
 let current = -1;
 const rendered = new Map();   // flat index -> element
 const widgets = [];
+// The player's keys that still step while a view has the focus (a click in it puts the focus there).
+const VIEW_KEYS = ["ArrowRight", "ArrowLeft", "ArrowDown", "ArrowUp", "PageDown", "PageUp", "Home", "End"];
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -160,14 +162,34 @@ async function mountStoredView(slot, call) {
       containerDimensions: { maxHeight: 800, width: slot.clientWidth || 700 },
     },
     // No onCallTool / onReadResource / onMessage / onUpdateModelContext: a replay runs nothing.
+    forwardKeys: VIEW_KEYS,
     onOpenLink: () => false,
     onRequestDisplayMode: async () => "inline",
     onLog: (params) => console.info(`[replayed app ${call.tool}]`, params?.level || "info", params?.data),
     onError: (err) => slot.append(el("p", { class: "error", text: `App view error: ${err.message || err}` })),
   });
   widgets.push(handle);
+  refuseToolCalls(handle, slot);
   handle.sendToolInput(call.arguments || {});
   handle.sendToolResult(result);
+}
+
+/** A view's tools/call gets an error that says why (not a bare "Method not found"), and the
+ * player shows it beside the view: the player never calls tools. */
+function refuseToolCalls(handle, slot) {
+  let note = null;
+  let asked = 0;
+  handle.bridge.oncalltool = async (params) => {
+    const name = params?.name || "a tool";
+    asked += 1;
+    note ??= slot.appendChild(el("p", { class: "notice view-refused" }));
+    note.textContent = `The view asked to call ${name}${asked > 1 ? ` (${asked} requests)` : ""}: the replay player never ` +
+      "calls tools, so it got an error. It shows the stored result of the recorded call; Re-runs calls the tools again.";
+    const error = new Error(`The replay player never calls tools: ${name} was not called. This view shows the stored result of ` +
+      "a recorded call; re-run the conversation to call tools.");
+    error.code = -32601;
+    throw error;
+  };
 }
 
 function go(flat) {

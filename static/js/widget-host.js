@@ -45,6 +45,8 @@ const PIP_SIZE = { width: 360, height: 240 };
 const DEFAULT_INLINE_HEIGHT = 150;
 const TEARDOWN_TIMEOUT_MS = 3000;
 const PROXY_READY_TIMEOUT_MS = 15000;
+// A key pressed in the view that the host asked for (`forwardKeys`), relayed by the proxy.
+const KEY_NOTICE = "ui/notifications/sandbox-key";
 
 /**
  * postMessage transport pinned to one window and one origin.
@@ -56,12 +58,16 @@ const PROXY_READY_TIMEOUT_MS = 15000;
  * arrives with origin "null") are dropped.
  */
 class PinnedWindowTransport {
-  constructor(targetWindow, targetOrigin, onTrace) {
+  constructor(targetWindow, targetOrigin, onTrace, onKey) {
     this._target = targetWindow;
     this._origin = targetOrigin;
     this._trace = onTrace;
     this._listener = (event) => {
       if (event.source !== this._target || event.origin !== this._origin) return;
+      if (event.data?.jsonrpc === "2.0" && event.data.method === KEY_NOTICE) {
+        onKey?.(event.data.params);  // the proxy's, not the view's protocol: not for the bridge
+        return;
+      }
       const parsed = JSONRPCMessageSchema.safeParse(event.data);
       if (parsed.success) {
         this._trace?.("in", event.data);
@@ -215,6 +221,10 @@ function defaultHostContext(container) {
  *   widgetState     saved Apps SDK widget state (openai mode), restored as window.openai.widgetState
  *   hostInfo        {name, version} reported to the view
  *   initialHeight   outer iframe height in px until the view reports its size (default 150)
+ *   forwardKeys     keys (KeyboardEvent.key) that still reach the host page while the view has
+ *                   the focus: pressed in the view outside a text field and not handled by it,
+ *                   they are dispatched as keydown on the iframe element (the replay player's
+ *                   ← → End…; a click in the view would otherwise trap them in its frame)
  *   onCallTool(name, args, params) -> Promise<CallToolResult>
  *   onReadResource(uri) -> Promise<ReadResourceResult>
  *   onMessage(params) -> Promise            ui/message {role, content: ContentBlock[]}
@@ -321,6 +331,14 @@ export function mountWidget(container, options) {
 
   const bridge = new AppBridge(null, options.hostInfo || HOST_INFO, hostCapabilities, { hostContext });
 
+  const forwardKeys = Array.isArray(options.forwardKeys) ? options.forwardKeys.filter((k) => typeof k === "string") : [];
+  // A key the view handed back: the host page gets it as if it had been typed on the view's frame.
+  function forwardKey(params) {
+    const key = params?.key;
+    if (tornDown || !forwardKeys.includes(key)) return;
+    iframe.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true, cancelable: true }));
+  }
+
   let initialized = false;
   let tornDown = false;
   let resourceSent = false;
@@ -346,6 +364,7 @@ export function mountWidget(container, options) {
     clearTimeout(proxyTimer);
     const params = { html: options.html };
     if (csp) params.csp = csp;
+    if (forwardKeys.length) params.forwardKeys = forwardKeys;
     if (permissions) params.permissions = permissions;
     if (options.openai) {
       params.openai = true;
@@ -616,7 +635,7 @@ export function mountWidget(container, options) {
   // Connect before navigating the iframe so the proxy's ready message cannot
   // be missed (transport.start() runs synchronously inside connect()).
   bridge
-    .connect(new PinnedWindowTransport(iframe.contentWindow, sandboxOrigin, options.onTrace))
+    .connect(new PinnedWindowTransport(iframe.contentWindow, sandboxOrigin, options.onTrace, forwardKey))
     .then(() => {
       if (!tornDown) iframe.src = proxyUrl.href;
     })

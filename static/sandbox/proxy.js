@@ -173,7 +173,8 @@
   // to the view's first script and the doctype still selects standards mode.
   // A <meta> ahead of <html>/<head> is parsed into an implied <head>.
   function buildSrcdoc(html, csp, headInjection) {
-    var prefix = '<meta http-equiv="Content-Security-Policy" content="' + escapeAttr(csp) + '">' + headInjection;
+    var prefix = '<meta http-equiv="Content-Security-Policy" content="' + escapeAttr(csp) + '">' + keyForwarder(forwardKeys) +
+      headInjection;
     var m = /^\uFEFF?\s*<!doctype[^>]*>/i.exec(html);
     return m ? m[0] + prefix + html.slice(m[0].length) : prefix + html;
   }
@@ -184,6 +185,28 @@
   var CSP_REPORTER = "<script>document.addEventListener(\"securitypolicyviolation\",function(e){try{parent.postMessage(" +
     "{jsonrpc:\"2.0\",method:\"notifications/message\",params:{level:\"warning\",logger:\"sandbox.csp\"," +
     "data:{blockedURI:e.blockedURI,directive:e.effectiveDirective||e.violatedDirective,sourceFile:e.sourceFile,line:e.lineNumber}}},\"*\")}catch(_){}});</script>";
+
+  // Keys the host asked for (`forwardKeys`: the replay player's arrows, Home, End…). Pressed in
+  // the view outside a text field and not handled by the view, they go back to the host page as
+  // `ui/notifications/sandbox-key {key}`: a click in the view would otherwise take the host's
+  // keyboard shortcuts away. Only those keys, named by the host; the view can send no others.
+  var KEY_NOTICE = "ui/notifications/sandbox-key";
+  var KEY_NAME = /^[A-Za-z]{1,12}$/;
+  var forwardKeys = [];
+
+  function sanitizeKeys(list) {
+    if (!Array.isArray(list)) return [];
+    return list.filter(function (k) { return typeof k === "string" && KEY_NAME.test(k); }).slice(0, 20);
+  }
+
+  function keyForwarder(keys) {
+    if (!keys.length) return "";
+    return "<script>(function(k){window.addEventListener(\"keydown\",function(e){var t=e.target;" +
+      "if(e.defaultPrevented||e.altKey||e.ctrlKey||e.metaKey||k.indexOf(e.key)<0)return;" +
+      "if(t&&t.closest&&t.closest(\"input,textarea,select,[contenteditable]\"))return;" +
+      "try{parent.postMessage({jsonrpc:\"2.0\",method:\"" + KEY_NOTICE + "\",params:{key:e.key}},\"*\")}catch(_){}})})(" +
+      JSON.stringify(keys) + ");</script>";
+  }
 
   function loadShim(params) {
     var config = {
@@ -210,6 +233,7 @@
       return;
     }
     var csp = buildCsp(params.csp);
+    forwardKeys = sanitizeKeys(params.forwardKeys);
     // Audit trail (spec: hosts SHOULD log CSP configurations).
     console.info("[sandbox-proxy] view CSP:", csp);
 
@@ -265,6 +289,11 @@
     if (inner && event.source === inner.contentWindow) {
       // Sandboxed without allow-same-origin, the view always posts as "null".
       if (innerGone || event.origin !== "null") return;
+      if (isJsonRpc(data) && data.method === KEY_NOTICE) {
+        var key = data.params && data.params.key;
+        if (forwardKeys.indexOf(key) >= 0) window.parent.postMessage({ jsonrpc: "2.0", method: KEY_NOTICE, params: { key: key } }, hostOrigin);
+        return;
+      }
       if (!isJsonRpc(data) || isSandboxMethod(data)) return;
       window.parent.postMessage(data, hostOrigin);
     }

@@ -48,6 +48,8 @@ VIEW_HTML = r"""<!doctype html>
 <p>Status: <span id="status">starting</span></p>
 <p>Item: <span id="item"></span> · Price: <b id="price"></b></p>
 <p>Tools/call from the view: <span id="call-result">not tried</span></p>
+<p><button id="again" type="button">Ask for a new quote</button> <span id="again-result"></span></p>
+<p><label>Note <input id="note"></label></p>
 <script>
 (function () {
   "use strict";
@@ -78,6 +80,14 @@ VIEW_HTML = r"""<!doctype html>
         $("call-result").textContent = "CALLED";
       }, function (error) { $("call-result").textContent = "REFUSED " + (error && error.code); });
     }
+  });
+  // A view's button that calls a tool (what a user presses in the replay player): shows the host's error message.
+  var presses = 0;
+  $("again").addEventListener("click", function () {
+    presses += 1;
+    request("tools/call", { name: "quote", arguments: { item: "again" } }).then(function () {
+      $("again-result").textContent = presses + ": CALLED";
+    }, function (error) { $("again-result").textContent = presses + ": ERROR " + (error && error.code) + " " + (error && error.message); });
   });
   request("ui/initialize", { appInfo: { name: "drift-quote", version: "1.0.0" },
     appCapabilities: { availableDisplayModes: ["inline"] }, protocolVersion: "2026-01-26" }).then(function () {
