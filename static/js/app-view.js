@@ -27,7 +27,9 @@ function displayModesFor(slot) {
   };
 }
 
-export function mountAppView(slot, call, page, { onChanged } = {}) {
+/** Mount `call`'s view in `slot`. `onActivity(kind, text)`, when given, is told what the view
+ *  sends the host (messages, logs, model context, links) so the page can show it. */
+export function mountAppView(slot, call, page, { onChanged, onActivity } = {}) {
   let entry = mounted.get(call.id);
   if (entry?.failed && !call.pending) {
     // The early fetch failed while the model was still writing the call: try again now.
@@ -39,7 +41,7 @@ export function mountAppView(slot, call, page, { onChanged } = {}) {
     entry.adopted = new Promise((resolve) => { entry.adopt = resolve; });
     if (entry.callId) entry.adopt(entry.callId);
     mounted.set(call.id, entry);
-    start(slot, call, page, entry, onChanged);
+    start(slot, call, page, entry, onChanged, onActivity);
     return;
   }
   deliver(entry, call);
@@ -89,7 +91,11 @@ function deliver(entry, call) {
   }
 }
 
-async function start(slot, call, page, entry, onChanged) {
+function textOf(blocks) {
+  return (blocks || []).map((b) => (b?.type === "text" ? b.text : `[${b?.type || "?"}]`)).join(" ");
+}
+
+async function start(slot, call, page, entry, onChanged, onActivity = () => {}) {
   let view;
   try {
     view = await apiFetch(call.pending
@@ -135,18 +141,26 @@ async function start(slot, call, page, entry, onChanged) {
     onReadResource: async (uri) => apiFetch(`${await base()}/resources-read/`, { method: "POST", body: { uri } }),
     onMessage: async (params) => {
       const text = (params.content || []).filter(b => b.type === "text").map(b => b.text).join("\n");
-      if (!text) return { isError: true };
+      const said = `ui/message (${params.role || "user"}): “${textOf(params.content)}”`;
+      if (!text) { onActivity("message", `${said}: refused, no text`); return { isError: true }; }
       // Only the chat page can send a message; elsewhere (the tool page) the view is told no.
-      if (!window.inspectorSendMessage) return { isError: true };
+      if (!window.inspectorSendMessage) { onActivity("message", `${said}: not sent, only a chat sends a view's message`); return { isError: true }; }
       const ok = await window.inspectorSendMessage(text, { fromCall: await entry.adopted, tool: call.tool });
+      onActivity("message", `${said}: ${ok ? "sent" : "not sent"}`);
       return ok ? {} : { isError: true };
     },
     onUpdateModelContext: async (params) => {
       await apiFetch(`${await base()}/model-context/`, { method: "POST", body: params || {} });
+      const content = params?.content ? `“${textOf(params.content)}”` : "";
+      onActivity("context", `ui/update-model-context: ${content}${params?.structuredContent ? `${content ? " + " : ""}structuredContent` : ""} stored as the model context`);
       onChanged?.();
       return {};
     },
-    onOpenLink: (url) => /^https?:\/\//i.test(url),
+    onOpenLink: (url) => {
+      const ok = /^https?:\/\//i.test(url);
+      onActivity("link", `ui/open-link ${url}${ok ? "" : ": refused"}`);
+      return ok;
+    },
     onDownloadFile: (files) => window.confirm(`The App view of “${call.tool}” wants to save ${files.length === 1 ? "a file" : `${files.length} files`}:\n\n${
       files.map((f) => `${f.name}${f.size != null ? ` (${f.size} bytes)` : ""}${f.url ? ` from ${f.url}` : ""}`).join("\n")}`),
     onRequestDisplayMode: async (mode) => {
@@ -156,7 +170,11 @@ async function start(slot, call, page, entry, onChanged) {
       entry.handle?.setHostContext({ displayMode: granted });
       return granted;
     },
-    onLog: (params) => console.info(`[app ${call.tool}]`, params?.level || "info", params?.data),
+    onLog: (params) => {
+      console.info(`[app ${call.tool}]`, params?.level || "info", params?.data);
+      const data = typeof params?.data === "string" ? params.data : JSON.stringify(params?.data);
+      onActivity("log", `log [${params?.level || "info"}]${params?.logger ? ` ${params.logger}` : ""}: ${data}`);
+    },
     onError: (err) => { const p = document.createElement("p"); p.className = "error"; p.textContent = `App view error: ${err.message || err}`; slot.append(p); },
     onInitialized: ({ appCapabilities }) => {
       // A view with tools of its own: tell the chat which, so the model can be offered them.

@@ -158,7 +158,9 @@ function showFull(call) {
   else { button.hidden = false; pre.hidden = true; pre.textContent = ""; }
 }
 
-// An App tool's view, under its result: the same host code and sandbox as in the chat.
+// An App tool's view, first in the result (before the JSON): the same host code and sandbox
+// as in the chat. What the view sends (a message, a log line, model context, a link) is listed
+// under it: on this page nothing else would show it.
 function showView(call) {
   hideView();
   if (!call.has_view) return;
@@ -166,7 +168,18 @@ function showView(call) {
   document.getElementById("run-view-panel").hidden = false;
   document.getElementById("open-workbench").href = `/tool-calls/${call.id}/workbench/`;
   shownView = call.id;
-  mountAppView(document.getElementById("run-view"), call, page);
+  mountAppView(document.getElementById("run-view"), call, page, { onActivity: showActivity });
+}
+
+function showActivity(kind, text) {
+  const item = document.createElement("li");
+  item.className = `view-sent-${kind}`;
+  const time = document.createElement("span");
+  time.className = "muted";
+  time.textContent = `${new Date().toLocaleTimeString()} `;
+  item.append(time, text);
+  document.getElementById("run-view-activity").append(item);
+  document.getElementById("run-view-sent").hidden = false;
 }
 
 function hideView() {
@@ -174,4 +187,6 @@ function hideView() {
   shownView = null;
   document.getElementById("run-view-panel").hidden = true;
   document.getElementById("run-view").replaceChildren();
+  document.getElementById("run-view-activity").replaceChildren();
+  document.getElementById("run-view-sent").hidden = true;
 }

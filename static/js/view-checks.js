@@ -19,9 +19,43 @@ const RULES = {
     "MCP Apps: the view sends ui/initialize, then ui/notifications/initialized; the host holds tool input and result until then."],
   size: ["The view's size fits the container",
     "MCP Apps: the view reports its size with ui/notifications/size-changed and should fit hostContext.containerDimensions."],
+  contrast: ["Text is readable on the host's background",
+    "WCAG 2.2 (1.4.3): text needs a contrast ratio of at least 4.5:1, 3:1 at the least for large text. A view follows hostContext.theme and styles.variables, or paints its own background."],
   visibility: ["Visibility fits how the tool is used",
     "MCP Apps: _meta.ui.visibility \"model\" lists the tool for the model; \"app\" lets views call it. Default: both."],
 };
+
+const READABLE = 4.5;   // WCAG AA, normal text
+const UNREADABLE = 3;   // below even large text's minimum
+
+/** `top` ([r, g, b, a], 0-255 and 0-1) painted over `bottom` (source-over). */
+function over(top, bottom) {
+  const a = top[3] + bottom[3] * (1 - top[3]);
+  if (a <= 0) return [0, 0, 0, 0];
+  const mix = (i) => (top[i] * top[3] + bottom[i] * bottom[3] * (1 - top[3])) / a;
+  return [mix(0), mix(1), mix(2), a];
+}
+
+/** WCAG relative luminance of an opaque [r, g, b]. */
+function luminance([r, g, b]) {
+  const channel = (v) => { const c = v / 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+}
+
+export function contrastRatio(fg, bg) {
+  const [hi, lo] = [luminance(fg), luminance(bg)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+function cssColor(c) { return `rgb(${c.slice(0, 3).map((v) => Math.round(v)).join(", ")})`; }
+
+/** "rgb(21, 23, 27)" or "rgba(…)" (a computed colour) as [r, g, b, a]. */
+export function parseColor(text) {
+  const m = /^rgba?\(([^)]*)\)$/.exec(text || "");
+  if (!m) return null;
+  const p = m[1].split(/[\s,/]+/).filter(Boolean).map(Number);
+  return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+}
 
 export class ViewChecks {
   constructor(list) {
@@ -63,7 +97,11 @@ export class ViewChecks {
     else if (uri && !uri.startsWith("ui://")) this.set("resource", "fail", `${uri} is not a ui:// URI.`);
     else if (uri) this.set("resource", "pass", `${uri} read (${view.html.length.toLocaleString()} characters of HTML).`);
     else this.set("resource", "warn", "The view came inside the result (an MCP-UI embedded resource), not from the tool's _meta.ui.resourceUri.");
-    if (error) { this.set("mime", "na", "No resource was read."); this.set("csp", "na", "No view."); this.set("init", "na", "No view."); this.set("size", "na", "No view."); return; }
+    if (error) {
+      this.set("mime", "na", "No resource was read."); this.set("csp", "na", "No view."); this.set("init", "na", "No view.");
+      this.set("size", "na", "No view."); this.set("contrast", "na", "No view.");
+      return;
+    }
     const mime = (view.mime_type || "").trim();
     if (mime.toLowerCase().replace(/\s+/g, "") === APP_MIME) this.set("mime", "pass", mime);
     else if (mime === SKYBRIDGE_MIME) this.set("mime", "warn", `${mime}: the older OpenAI Apps SDK type, shown through the window.openai layer.`);
@@ -125,7 +163,45 @@ export class ViewChecks {
     this.set("visibility", "fail", `The view called ${name}, which views may not call: ${message}`);
   }
 
-  mounted() { this.set("init", "pending", "Waiting for ui/notifications/initialized…"); this.set("size", "pending", "Waiting for ui/notifications/size-changed…"); }
+  mounted() {
+    this.set("init", "pending", "Waiting for ui/notifications/initialized…");
+    this.set("size", "pending", "Waiting for ui/notifications/size-changed…");
+    this.texts = null;
+    this.set("contrast", "pending", "Waiting for the sandbox to measure the view's text…");
+  }
+
+  /** The sandbox's contrast probe measured the view's text (logger "sandbox.contrast"). */
+  contrast(report) {
+    if (!report || !Array.isArray(report.pairs)) return;
+    this.texts = report;
+    this.judgeContrast();
+  }
+
+  /** What lies under a transparent view: the simulated device's background (a computed colour). */
+  backdrop(color) {
+    const parsed = parseColor(color);
+    if (!parsed) return;
+    this.under = over(parsed, [255, 255, 255, 1]);
+    if (this.texts) this.judgeContrast();
+  }
+
+  judgeContrast() {
+    const under = this.under || [255, 255, 255, 1];
+    const judged = this.texts.pairs.map((pair) => {
+      const bg = over(pair.background, under);
+      const fg = over(pair.color, bg);
+      return { ...pair, fg, bg, ratio: contrastRatio(fg, bg) };
+    }).sort((a, b) => a.ratio - b.ratio);
+    if (!judged.length) { this.set("contrast", "na", "The view shows no text."); return; }
+    const say = (p) => `“${p.text}” ${cssColor(p.fg)} on ${cssColor(p.bg)}, ${p.ratio.toFixed(1)}:1`;
+    const low = judged.filter((p) => p.ratio < READABLE);
+    const more = low.length > 1 ? ` (${low.length - 1} more colour pair${low.length > 2 ? "s" : ""} below ${READABLE}:1)` : "";
+    const worst = judged[0];
+    const background = this.texts.pairs.every((p) => p.background[3] < 1) ? " The view paints no background of its own: the host's shows through." : "";
+    if (worst.ratio < UNREADABLE) this.set("contrast", "fail", `Unreadable: ${say(worst)}${more}.${background} Follow hostContext.theme (and styles.variables), or paint a background that suits the text.`);
+    else if (worst.ratio < READABLE) this.set("contrast", "warn", `Hard to read: ${say(worst)}${more}.${background}`);
+    else this.set("contrast", "pass", `Lowest ${worst.ratio.toFixed(1)}:1 (“${worst.text}”) over ${this.texts.texts} text${this.texts.texts === 1 ? "" : "s"}.`);
+  }
 
   initialized(ms) {
     if (ms <= INIT_LIMIT_MS) this.set("init", "pass", `Initialised ${Math.round(ms)} ms after the frame was created.`);

@@ -49,6 +49,8 @@ export class ViewConsole {
       entry.method = message.method;
       entry.kind = hasId ? "request" : "notification";
       if (message.method === "notifications/message") entry.level = message.params?.level || "info";
+      // The sandbox's contrast probe reports through the same channel: set-up noise, hidden by default.
+      if (message.method === "notifications/message" && message.params?.logger === "sandbox.contrast") entry.sandbox = true;
       if (hasId) this.pending.set(`${dir}:${message.id}`, entry);
     } else if (hasId) {
       // An answer travels the other way from its request.
@@ -76,7 +78,7 @@ export class ViewConsole {
     const dir = this.direction.value;
     const sandbox = this.sandbox.checked;
     return this.entries.filter((e) => {
-      if (!sandbox && e.method?.startsWith(SANDBOX_PREFIX)) return false;
+      if (!sandbox && (e.sandbox || e.method?.startsWith(SANDBOX_PREFIX))) return false;
       if (dir && e.dir !== dir && e.dir !== "note") return false;
       if (!needle) return true;
       e.search ??= `${e.method || ""} ${textOf(e.message, SHOWN_CHARS)}`.toLowerCase();
@@ -91,6 +93,9 @@ export class ViewConsole {
     this.count.textContent = `${rows.length} of ${this.entries.length} messages`;
   }
 
+  // One line a row (cells cut with an ellipsis, the whole message a click away), so a long
+  // method or payload never widens the table past its card; a note spans the message columns
+  // and wraps.
   row(e) {
     const tr = document.createElement("tr");
     tr.className = `console-row ${e.dir} ${e.kind}${e.level ? ` level-${e.level}` : ""}`;
@@ -98,14 +103,20 @@ export class ViewConsole {
     const cell = (text, cls) => { const td = document.createElement("td"); td.textContent = text; if (cls) td.className = cls; tr.append(td); return td; };
     cell(String(e.n));
     cell(e.at.toFixed(0));
+    if (e.kind === "note") {
+      cell(e.method || "", "note-text").colSpan = 5;
+      return tr;
+    }
     cell(e.dir === "in" ? "view → host" : e.dir === "out" ? "host → view" : "", "dir");
-    cell(`${e.method || ""}${e.kind === "response" || e.kind === "error" ? (e.kind === "error" ? " ✗" : " ↩") : ""}`, "method");
+    const method = cell(`${e.method || ""}${e.kind === "response" || e.kind === "error" ? (e.kind === "error" ? " ✗" : " ↩") : ""}`, "method");
+    method.title = method.textContent;
     cell(e.message?.id ?? "");
     cell(e.took == null ? "" : `${e.took.toFixed(0)} ms`);
     const payload = cell("", "payload");
     if (e.message) {
       const body = e.message.params ?? e.message.result ?? e.message.error;
       payload.textContent = e.level ? `[${e.level}] ${textOf(e.message.params?.data, CELL_CHARS)}` : textOf(body, CELL_CHARS);
+      payload.title = "Click the row for the whole message";
       tr.addEventListener("click", () => {
         const open = tr.nextElementSibling?.classList.contains("console-detail");
         if (open) { tr.nextElementSibling.remove(); return; }

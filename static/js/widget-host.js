@@ -221,6 +221,10 @@ function defaultHostContext(container) {
  *   widgetState     saved Apps SDK widget state (openai mode), restored as window.openai.widgetState
  *   hostInfo        {name, version} reported to the view
  *   initialHeight   outer iframe height in px until the view reports its size (default 150)
+ *   fullscreenDimensions() -> {width, height}  the fullscreen container's size (default: the
+ *                   window's); the workbench gives its simulated device's screen
+ *   probes          names of checks the sandbox runs inside the view and reports as log messages
+ *                   (logger "sandbox.<name>"): ["contrast"] for the workbench's contrast check
  *   forwardKeys     keys (KeyboardEvent.key) that still reach the host page while the view has
  *                   the focus: pressed in the view outside a text field and not handled by it,
  *                   they are dispatched as keydown on the iframe element (the replay player's
@@ -365,6 +369,7 @@ export function mountWidget(container, options) {
     const params = { html: options.html };
     if (csp) params.csp = csp;
     if (forwardKeys.length) params.forwardKeys = forwardKeys;
+    if (Array.isArray(options.probes) && options.probes.length) params.probes = options.probes;
     if (permissions) params.permissions = permissions;
     if (options.openai) {
       params.openai = true;
@@ -491,7 +496,9 @@ export function mountWidget(container, options) {
     return true;
   }
 
-  function applyDisplayMode(mode) {
+  // `extra`: more host context sent in the same notification (the caller's own fullscreen
+  // size, say), so the view is told the mode and its size once.
+  function applyDisplayMode(mode, extra = {}) {
     if (tornDown) return;
     const previous = currentContext.displayMode || "inline";
     container.classList.toggle("mcp-widget--fullscreen", mode === "fullscreen");
@@ -503,19 +510,28 @@ export function mountWidget(container, options) {
       window.removeEventListener("resize", onWindowResize);
       document.removeEventListener("keydown", onKeyDown);
     }
-    if (mode === previous) return;
-    let containerDimensions;
-    if (mode === "fullscreen") containerDimensions = { width: window.innerWidth, height: window.innerHeight };
-    else if (mode === "pip") containerDimensions = { ...PIP_SIZE };
-    else containerDimensions = inlineDimensions;
-    const partial = { displayMode: mode };
+    if (mode === previous) {
+      if (Object.keys(extra).length) updateContext(extra);
+      return;
+    }
+    let containerDimensions = extra.containerDimensions;
+    if (!containerDimensions) {
+      if (mode === "fullscreen") containerDimensions = fullscreenDimensions();
+      else if (mode === "pip") containerDimensions = { ...PIP_SIZE };
+      else containerDimensions = inlineDimensions;
+    }
+    const partial = { ...extra, displayMode: mode };
     if (containerDimensions) partial.containerDimensions = containerDimensions;
     updateContext(partial);
   }
 
-  // While fullscreen, the view's fixed dimensions follow the window.
+  function fullscreenDimensions() {
+    return options.fullscreenDimensions?.() || { width: window.innerWidth, height: window.innerHeight };
+  }
+
+  // While fullscreen, the view's fixed dimensions follow the window (or the caller's screen).
   function onWindowResize() {
-    updateContext({ containerDimensions: { width: window.innerWidth, height: window.innerHeight } });
+    updateContext({ containerDimensions: fullscreenDimensions() });
   }
 
   // Escape leaves fullscreen when the host page has focus (keys typed inside
@@ -584,10 +600,10 @@ export function mountWidget(container, options) {
       inlineDimensions = partial.containerDimensions;
     }
     if (partial.displayMode && partial.displayMode !== currentContext.displayMode) {
-      // Host-initiated mode change (e.g. the user left fullscreen): apply the CSS too.
+      // Host-initiated mode change (e.g. the user left fullscreen): apply the CSS too, and
+      // send the rest (the caller's container size) in the same notification.
       const { displayMode, ...rest } = partial;
-      if (Object.keys(rest).length) updateContext(rest);
-      applyDisplayMode(displayMode);
+      applyDisplayMode(displayMode, rest);
       return;
     }
     updateContext(partial);

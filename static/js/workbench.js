@@ -16,6 +16,8 @@ const call = data.call;        // null in a preview
 const preview = data.preview;  // {uri, tools, calls} in a preview
 const form = document.getElementById("conditions");
 const deviceBox = document.getElementById("wb-device");
+const screenBox = document.getElementById("wb-screen");
+const stage = document.querySelector(".wb-stage");
 const errorBox = document.getElementById("wb-error");
 
 export const DEVICES = {
@@ -26,7 +28,11 @@ export const DEVICES = {
 const PHONE_INSETS = { top: 47, right: 0, bottom: 34, left: 0 };
 const NO_INSETS = { top: 0, right: 0, bottom: 0, left: 0 };
 const PIP = { width: 360, height: 240 };
+const NOTE_CHARS = 600;  // of a view's ui/message, in the console's note (the row's message has it all)
 const MODES = ["inline", "fullscreen", "pip"];
+const FRAME = 10;  // the device's border, px a side (workbench.css)
+// Page-only settings in the address: not host conditions, so never sent to the view.
+const PAGE_ONLY = ["mode", "fit"];
 
 // The host's style variables (MCP Apps hostContext.styles.variables), one palette per theme.
 const PALETTES = {
@@ -63,6 +69,7 @@ function readConditions() {
     device,
     w: size("w", base.w), h: size("h", base.h),
     touch: flag("touch", base.touch), hover: flag("hover", base.hover), insets: flag("insets", base.insets),
+    fit: flag("fit", true),
   };
 }
 
@@ -85,7 +92,7 @@ function formConditions() {
   return {
     theme: e.theme.value, locale: e.locale.value.trim() || "en-US", tz: e.tz.value.trim() || "UTC", mode: e.mode.value,
     device: e.device.value, w: Math.round(Number(e.w.value) || 0), h: Math.round(Number(e.h.value) || 0),
-    touch: e.touch.checked, hover: e.hover.checked, insets: e.insets.checked,
+    touch: e.touch.checked, hover: e.hover.checked, insets: e.insets.checked, fit: e.fit.checked,
   };
 }
 
@@ -115,13 +122,28 @@ function hostContextOf(c) {
   };
 }
 
+/** How much the device is scaled down to fit the stage's width (1: not at all). The view still
+ *  lays out at the device's size; only its picture is smaller. */
+function fitScale(c) {
+  const room = stage.clientWidth;
+  return c.fit && room > 0 ? Math.min(1, room / (c.w + 2 * FRAME)) : 1;
+}
+
 function styleDevice(c) {
   deviceBox.style.width = `${c.w}px`;
   deviceBox.style.height = `${c.h}px`;
   deviceBox.dataset.theme = c.theme;
   deviceBox.classList.toggle("insets", c.insets);
+  const scale = fitScale(c);
+  const scaled = scale < 1;
+  // The transform also keeps the device the containing block of a fullscreen or pip view.
+  deviceBox.style.transform = scaled ? `scale(${scale})` : "";
+  screenBox.classList.toggle("scaled", scaled);
+  screenBox.style.width = scaled ? `${(c.w + 2 * FRAME) * scale}px` : "";
+  screenBox.style.height = scaled ? `${(c.h + 2 * FRAME) * scale}px` : "";
   document.getElementById("wb-dimensions").textContent =
-    `${c.device} · ${c.w}×${c.h} px · ${c.mode} · ${c.theme} · ${c.locale} · ${c.tz}${c.touch ? " · touch" : ""}${c.hover ? " · hover" : ""}${c.insets ? " · safe-area insets" : ""}`;
+    `${c.device} · ${c.w}×${c.h} px${scaled ? ` (scaled to ${Math.round(scale * 100)}% to fit)` : ""} · ${c.mode} · ${c.theme} · ${c.locale} · ${c.tz}${c.touch ? " · touch" : ""}${c.hover ? " · hover" : ""}${c.insets ? " · safe-area insets" : ""}`;
+  checks.backdrop(getComputedStyle(deviceBox).backgroundColor);
 }
 
 // --- the view ------------------------------------------------------------------------------
@@ -191,6 +213,9 @@ function mount() {
       availableDisplayModes: [...MODES],
       containerDimensions: dimensionsFor(c, "inline"),
     },
+    // Fullscreen fills the simulated device's screen, not the browser window.
+    fullscreenDimensions: () => dimensionsFor(conditions, "fullscreen"),
+    probes: ["contrast"],
     onTrace: (dir, message) => viewConsole.record(dir, message),
     onInitialized: ({ appCapabilities }) => {
       clearTimeout(initTimer);
@@ -215,8 +240,10 @@ function mount() {
       }
     },
     onReadResource: (uri) => apiFetch(`${base}/resources-read/`, { method: "POST", body: { uri } }),
-    onMessage: async () => {
-      viewConsole.note("ui/message: in a chat this would be sent as a message from the view (nothing is sent here)");
+    onMessage: async (params) => {
+      const text = (params?.content || []).map((b) => (b?.type === "text" ? b.text : `[${b?.type}]`)).join(" ");
+      const shown = text.length > NOTE_CHARS ? `${text.slice(0, NOTE_CHARS)}…` : text;
+      viewConsole.note(`ui/message from the view (${params?.role || "user"}): “${shown}”. In a chat it is sent as the user's message; nothing is sent here.`);
       return {};
     },
     onUpdateModelContext: async (params) => {
@@ -231,7 +258,10 @@ function mount() {
       setTimeout(() => { form.elements.mode.value = mode; conditions = { ...conditions, mode }; afterModeChange(); }, 0);
       return mode;
     },
-    onLog: (params) => { if (params?.logger === "sandbox.csp") checks.violation(params.data); },
+    onLog: (params) => {
+      if (params?.logger === "sandbox.csp") checks.violation(params.data);
+      else if (params?.logger === "sandbox.contrast") checks.contrast(params.data);
+    },
     onError: (err) => showError(`View error: ${err.message || err}`),
   });
   if (call && !call.has_result && ["failed", "timed_out", "cancelled"].includes(call.status)) {
@@ -240,16 +270,19 @@ function mount() {
   setTimeout(() => handle && checks.noSize(), INIT_LIMIT_MS + 3000);
 }
 
+// The view asked for a mode and widget-host granted it (sized by fullscreenDimensions): the
+// form and the address follow. A no-op for the view: it was already told this size.
 function afterModeChange() {
   writeConditions(conditions);
   styleDevice(conditions);
-  // widget-host sizes fullscreen to the window; here it is the simulated device's screen.
   handle?.setHostContext({ containerDimensions: dimensionsFor(conditions) });
 }
 
+// The author switched the mode: one host-context-changed with the mode and the device's size.
 function applyMode(mode) {
-  handle?.setHostContext({ displayMode: mode });
-  afterModeChange();
+  handle?.setHostContext({ displayMode: mode, containerDimensions: dimensionsFor(conditions, mode) });
+  writeConditions(conditions);
+  styleDevice(conditions);
 }
 
 async function listViewTools() {
@@ -342,7 +375,7 @@ form.addEventListener("change", (event) => {
   styleDevice(conditions);
   if (!handle) return;
   if (next.mode !== previous.mode) applyMode(next.mode);
-  const changed = Object.keys(next).filter((k) => k !== "mode" && next[k] !== previous[k]);
+  const changed = Object.keys(next).filter((k) => !PAGE_ONLY.includes(k) && next[k] !== previous[k]);
   if (changed.length) {
     viewConsole.note(`host conditions changed: ${changed.join(", ")}`);
     handle.setHostContext({ ...hostContextOf(conditions), containerDimensions: dimensionsFor(conditions) });
@@ -359,4 +392,11 @@ document.getElementById("copy-link").addEventListener("click", async (event) => 
 fillForm(conditions);
 writeConditions(conditions);
 styleDevice(conditions);
+// A narrower or wider window refits the device.
+let stageWidth = stage.clientWidth;
+new ResizeObserver(() => {
+  if (stage.clientWidth === stageWidth) return;
+  stageWidth = stage.clientWidth;
+  styleDevice(conditions);
+}).observe(stage);
 try { if (await loadView()) mount(); } catch (err) { showError(`Could not show the view: ${err.message}`); }

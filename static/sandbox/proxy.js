@@ -11,12 +11,17 @@
 //      and nothing else (methods `ui/notifications/sandbox-*` are never relayed).
 //
 // For OpenAI Apps SDK widgets (`openai: true`) it also injects openai-shim.js,
-// which implements `window.openai` on top of the same MCP Apps JSON-RPC.
+// which implements `window.openai` on top of the same MCP Apps JSON-RPC. A host
+// that asks for probes (`probes: ["contrast"]`, the workbench) gets their scripts
+// injected too (contrast-probe.js): they report what they measure as log messages.
 (function () {
   "use strict";
 
   // The shim sits next to this script, wherever the page itself is served from.
   var SHIM_URL = new URL("openai-shim.js", document.currentScript ? document.currentScript.src : location.href).href;
+  var PROBE_URLS = {
+    contrast: new URL("contrast-probe.js", document.currentScript ? document.currentScript.src : location.href).href,
+  };
 
   var PROXY_READY = "ui/notifications/sandbox-proxy-ready";
   var RESOURCE_READY = "ui/notifications/sandbox-resource-ready";
@@ -227,6 +232,23 @@
       });
   }
 
+  // The probes the host asked for, as inline scripts (unknown names are ignored).
+  function loadProbes(params) {
+    var names = Array.isArray(params.probes) ? params.probes : [];
+    var urls = [];
+    names.forEach(function (name) {
+      if (Object.prototype.hasOwnProperty.call(PROBE_URLS, name) && urls.indexOf(PROBE_URLS[name]) < 0) urls.push(PROBE_URLS[name]);
+    });
+    return Promise.all(urls.map(function (url) {
+      return fetch(url, { credentials: "omit", cache: "no-cache" }).then(function (response) {
+        if (!response.ok) throw new Error(url + ": HTTP " + response.status);
+        return response.text();
+      }).then(function (source) {
+        return "<script>" + source.replace(/<\/script/gi, "<\\/script") + "</script>";
+      });
+    })).then(function (scripts) { return scripts.join(""); });
+  }
+
   function loadResource(params) {
     if (!params || typeof params.html !== "string") {
       fail("sandbox-resource-ready without html");
@@ -253,10 +275,16 @@
       }
     });
 
-    var injection = params.openai ? loadShim(params) : Promise.resolve("");
+    var injection = Promise.all([
+      params.openai ? loadShim(params) : Promise.resolve(""),
+      loadProbes(params).catch(function (error) {
+        console.warn("[sandbox-proxy] probes not loaded:", error.message);
+        return "";
+      }),
+    ]);
     injection.then(
-      function (head) {
-        inner.srcdoc = buildSrcdoc(params.html, csp, CSP_REPORTER + head);
+      function (parts) {
+        inner.srcdoc = buildSrcdoc(params.html, csp, CSP_REPORTER + parts[1] + parts[0]);
         document.body.appendChild(inner);
       },
       function (error) {

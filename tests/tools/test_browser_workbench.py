@@ -219,7 +219,10 @@ def test_preview_a_ui_resource_with_hand_written_and_stored_data(browser, live_a
     assert json.loads(view.locator("#tool-input").inner_text()) == {"label": "stored"}
     page.locator("#console tbody tr.note", has_text="reloaded with new data").wait_for()
     page.locator("#console tbody tr.out[data-method='ui/resource-teardown']").first.wait_for()
-    # The view's own calls work in a preview too, stored without a parent call.
+    # The view's own calls work in a preview too, stored without a parent call. (The desktop
+    # device is scaled to fit this window; Playwright's click cannot aim inside a scaled
+    # cross-origin frame, so the device is shown at its real size first.)
+    page.uncheck("#wb-fit")
     view.locator("#call").click()
     view.locator("#call-result", has_text="1").wait_for(timeout=30000)
     widget = ToolCall.objects.get(origin="widget", tool_name="app_only_increment")
