@@ -277,7 +277,10 @@ def test_progress_and_log_messages_reach_the_call_and_its_socket(client, api, as
     Server.objects.filter(pk=asks_stdio.pk).update(log_level="debug")
     call_id = start_api_call(api, asks_stdio, "progress", {"steps": 2, "delay": 0.05})
     finished_call(call_id)
-    levels = list(ServerLogMessage.objects.filter(tool_call_id=call_id).values_list("level", flat=True))
+    # Each notification is stored by a task of its own (tools/server_requests.handle): the last may land
+    # just after the call's end.
+    wait_for(lambda: ServerLogMessage.objects.filter(tool_call_id=call_id).count() >= 4, timeout=10, message="4 log rows")
+    levels = list(ServerLogMessage.objects.filter(tool_call_id=call_id).order_by("pk").values_list("level", flat=True))
     assert levels == ["info", "debug", "info", "debug"]
     wait_for(RpcFrame.objects.filter(server=asks_stdio, method="logging/setLevel", direction="out",
                                      payload__params__level="debug").exists, timeout=10, message="logging/setLevel in the frame log")
