@@ -28,7 +28,7 @@ from mcp.client.auth.utils import (
     build_oauth_authorization_server_metadata_discovery_urls, build_protected_resource_metadata_discovery_urls,
     create_client_registration_request, create_oauth_metadata_request, extract_resource_metadata_from_www_auth,
     extract_scope_from_www_auth, handle_auth_metadata_response, handle_protected_resource_response,
-    handle_registration_response,
+    handle_registration_response, issuers_match,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
@@ -132,6 +132,8 @@ async def _discover(http: httpx2.AsyncClient, server_url: str, steps: Steps) -> 
     for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
         go_on, asm = await handle_auth_metadata_response(
             await steps.send(http, "authorization server metadata", create_oauth_metadata_request(url)))
+        if asm is not None:
+            _check_metadata_issuer(asm, auth_server, server_url, url)
         if asm is not None or not go_on:
             break
     if asm is None:
@@ -149,6 +151,27 @@ async def _discover(http: httpx2.AsyncClient, server_url: str, steps: Steps) -> 
         resource = str(prm.resource)
     scope = scope_hint or (" ".join(prm.scopes_supported) if prm and prm.scopes_supported else None)
     return {"asm": asm, "resource": resource, "scope": scope}
+
+
+def _origin_issuer(server_url: str) -> str:
+    """The MCP server's origin as an issuer (`scheme://authority`), rendered as `OAuthMetadata`
+    renders URLs so the two compare as strings (as the SDK's client does)."""
+    parts = urlsplit(server_url)
+    return str(OAuthMetadata(issuer=f"{parts.scheme}://{parts.netloc}", authorization_endpoint=server_url,
+                             token_endpoint=server_url).issuer)
+
+
+def _check_metadata_issuer(asm: OAuthMetadata, auth_server: str | None, server_url: str, fetched_from: str) -> None:
+    """RFC 8414 §3.3: the metadata's `issuer` is the issuer its well-known URL was built from (the
+    one the protected-resource metadata names; with none, the 2025-03-26 way, the server's origin,
+    with or without a root slash), compared as strings as the SDK's client does. Anything else may
+    be another server's metadata: none of its endpoints is used."""
+    expected = auth_server or _origin_issuer(server_url)
+    if auth_server is None and issuers_match(str(asm.issuer), expected):
+        return
+    if str(asm.issuer) != expected:
+        raise OAuthError(f"The authorization server metadata at {mask_url(fetched_from)} names the issuer {asm.issuer}, "
+                         f"not {expected}, the server it was fetched for: refused (RFC 8414 §3.3), nothing in it is used.")
 
 
 def _client_of(info: dict[str, Any]) -> dict[str, str]:
@@ -205,7 +228,8 @@ async def begin(server_url: str, redirect_uri: str, settings: ClientSettings, st
     steps.note("authorization request", True, "the browser goes to the authorization server", url=endpoint)
     token_endpoint = str(asm.token_endpoint) if asm.token_endpoint else urljoin(str(asm.issuer), "/token")
     context = {"token_endpoint": token_endpoint, "issuer": str(asm.issuer), "resource": found["resource"],
-               "scope": scope or "", "client_id": client["client_id"], "client_method": client["method"]}
+               "scope": scope or "", "client_id": client["client_id"], "client_method": client["method"],
+               "iss_supported": bool(asm.authorization_response_iss_parameter_supported)}
     return Begun(url, state, pkce.code_verifier, context, registered)
 
 
@@ -243,9 +267,18 @@ async def _post_token(steps: Steps, step: str, request: httpx2.Request) -> OAuth
 
 async def exchange_code(context: dict[str, Any], code: str, iss: str | None, redirect_uri: str, code_verifier: str,
                         client_secret: str, steps: Steps) -> OAuthToken:
-    """The authorization code (with the PKCE verifier and the RFC 8707 resource) for tokens."""
-    if iss and iss != context.get("issuer"):
-        raise OAuthError(f"The authorization response came from issuer {iss}, not {context.get('issuer')} (RFC 9207).")
+    """The authorization code (with the PKCE verifier and the RFC 8707 resource) for tokens.
+
+    RFC 9207, as the SDK's client checks it: an `iss` that is not the issuer's own (simple string
+    comparison), or none when the metadata advertised `authorization_response_iss_parameter_supported`,
+    and the code is not sent anywhere (the response may come from another server: a mix-up)."""
+    if iss is not None and iss != context.get("issuer"):
+        raise OAuthError(f"The authorization response came from issuer {iss}, not {context.get('issuer')}: "
+                         "the code was not exchanged (RFC 9207).")
+    if iss is None and context.get("iss_supported"):
+        raise OAuthError(f"The authorization server {context.get('issuer')} says it sends its issuer with the "
+                         "authorization response (authorization_response_iss_parameter_supported), but the redirect back "
+                         "had no iss: the code was not exchanged (RFC 9207).")
     data = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
             "code_verifier": code_verifier, "resource": context["resource"]}
     return await _post_token(steps, "token exchange", _token_request(

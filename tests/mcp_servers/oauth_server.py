@@ -2,7 +2,10 @@
 pieces (`MCPServer(auth=…, auth_server_provider=…)`): protected-resource and authorization-server
 metadata, dynamic client registration, PKCE, authorization code and refresh-token grants.
 
-Run: ``python tests/mcp_servers/oauth_server.py --port N [--token-seconds S]``.
+Run: ``python tests/mcp_servers/oauth_server.py --port N [--token-seconds S] [--iss-supported]
+[--send-iss issuer|wrong] [--metadata-issuer URL]``: the last three make a server that advertises
+RFC 9207's ``authorization_response_iss_parameter_supported``, sends (its own or another) ``iss``
+with the authorization response, or serves metadata naming another issuer (RFC 8414 §3.3).
 The authorization endpoint approves at once (a real one would show a consent page): it
 redirects to the client's redirect URI with a code, like a user who clicked "Allow". Each
 sign-in is a new "account" (``user-1``, ``user-2``…), so two inspector users get two identities.
@@ -41,6 +44,11 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken  # noqa: E402
 
 TOKEN_SECONDS = {"value": 3600}
 BROKEN = {"token": False}
+# RFC 9207 / RFC 8414 §3.3 behaviours (command-line options): whether the metadata advertises
+# `iss`, what the authorization response sends as `iss` ("" none, "issuer", "wrong"), and an
+# issuer to put in the metadata instead of this server's own.
+ISSUER = {"supported": False, "send": "", "metadata": "", "own": ""}
+WRONG_ISSUER = "https://attacker.example.com"
 
 
 class Provider:
@@ -68,7 +76,8 @@ class Provider:
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
             subject=f"user-{self.accounts}",
         )
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        iss = {"issuer": ISSUER["own"], "wrong": WRONG_ISSUER}.get(ISSUER["send"])
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=iss)
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
         return self.codes.get(authorization_code)
@@ -209,11 +218,45 @@ def garbage_token_endpoint(app: Any) -> Any:
     return wrapped
 
 
+def issuer_metadata(app: Any) -> Any:
+    """ASGI wrapper: the authorization-server metadata as the options say (RFC 9207 support
+    advertised, another issuer named); records the issuer it names for the `iss` it sends."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope.get("path", "").startswith("/.well-known/oauth-authorization-server"):
+            return await app(scope, receive, send)
+        held: dict[str, Any] = {"start": None, "body": b""}
+
+        async def hold(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                held["start"] = message
+            else:
+                held["body"] += message.get("body", b"")
+
+        await app(scope, receive, hold)
+        start, body = held["start"], held["body"]
+        if start["status"] == 200:
+            metadata = json.loads(body)
+            if ISSUER["supported"]:
+                metadata["authorization_response_iss_parameter_supported"] = True
+            if ISSUER["metadata"]:
+                metadata["issuer"] = ISSUER["metadata"]
+            ISSUER["own"] = metadata["issuer"]
+            body = json.dumps(metadata).encode()
+            start = {**start, "headers": [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+                     + [(b"content-length", str(len(body)).encode())]}
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+        return None
+
+    return wrapped
+
+
 async def main(port: int) -> None:
     import uvicorn
 
     mcp, provider = build(port)
-    app = garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider))
+    app = issuer_metadata(garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider)))
     await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)).serve()
 
 
@@ -223,6 +266,10 @@ if __name__ == "__main__":
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-seconds", type=int, default=3600)
+    parser.add_argument("--iss-supported", action="store_true")
+    parser.add_argument("--send-iss", choices=["", "issuer", "wrong"], default="")
+    parser.add_argument("--metadata-issuer", default="")
     args = parser.parse_args()
     TOKEN_SECONDS["value"] = args.token_seconds
+    ISSUER.update(supported=args.iss_supported, send=args.send_iss, metadata=args.metadata_issuer)
     anyio.run(main, args.port)

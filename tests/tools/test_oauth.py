@@ -9,6 +9,7 @@ browser's part is an HTTP GET of the authorization URL and following its redirec
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 from urllib.parse import urlsplit
 
@@ -204,3 +205,59 @@ def test_a_server_without_oauth_says_so(api, user):
     server = Server.objects.create(name="plain", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
     resp = api.post(f"/api/servers/{server.pk}/oauth/sign-in/")
     assert resp.status_code == 409 and "does not use OAuth" in resp.json()["error"]
+
+
+@pytest.mark.parametrize("send_iss, refused", [
+    ("", "the redirect back had no iss"),  # advertised, not sent: auth/iss-supported-missing
+    ("wrong", "came from issuer https://attacker.example.com"),  # another server's iss
+    ("issuer", None),  # its own: signed in
+])
+def test_the_iss_of_the_authorization_response_is_checked_rfc_9207(client, api, user, send_iss, refused):
+    """The authorization server advertises `authorization_response_iss_parameter_supported`: a
+    redirect without its `iss`, or with another's, is not exchanged for tokens (a mix-up attack
+    would send another server's code here), and the server page says why."""
+    from tests.mcp_servers.launch import start_server
+
+    server_process = start_server("oauth_server.py", "http", "--iss-supported", "--send-iss", send_iss)
+    try:
+        server = protected(server_process.url, user, shared=False)
+        resp = client.post(f"/api/servers/{server.pk}/oauth/sign-in/", content_type="application/json")
+        assert resp.status_code == 200, resp.json()
+        authorize = httpx2.get(resp.json()["authorization_url"], follow_redirects=False, timeout=10)
+        back = urlsplit(authorize.headers["location"])
+        done = client.get(f"{back.path}?{back.query}", follow=True)
+        page = html.unescape(done.content.decode())
+        flow = OAuthFlow.objects.get(pk=resp.json()["flow_id"])
+        if refused is None:
+            assert flow.status == "signed_in", flow.error
+            assert OAuthGrant.objects.filter(server=server, user=user, status="active").exists()
+            return
+        assert flow.status == "failed" and refused in flow.error, flow.error
+        assert "RFC 9207" in flow.error
+        assert f"Sign-in to “protected” failed: {flow.error}" in page
+        assert "token exchange" not in [s["step"] for s in flow.steps]  # the code never left
+        assert not OAuthGrant.objects.filter(server=server).exists()
+    finally:
+        server_process.stop()
+
+
+def test_metadata_naming_another_issuer_is_refused_rfc_8414(client, api, user):
+    """The authorization-server metadata says its issuer is another server: nothing in it is used
+    (no registration, no authorization URL), and the sign-in says why."""
+    from tests.mcp_servers.launch import start_server
+
+    server_process = start_server("oauth_server.py", "http", "--metadata-issuer", "https://attacker.example.com")
+    try:
+        server = protected(server_process.url, user, shared=False)
+        resp = client.post(f"/api/servers/{server.pk}/oauth/sign-in/", content_type="application/json")
+        assert resp.status_code == 502, resp.json()
+        error = resp.json()["error"]
+        assert "names the issuer https://attacker.example.com" in error and "RFC 8414" in error, error
+        flow = OAuthFlow.objects.get(pk=resp.json()["flow_id"])
+        assert flow.status == "failed" and not flow.authorization_url
+        assert "dynamic client registration" not in [s["step"] for s in flow.steps]
+        assert Server.objects.get(pk=server.pk).oauth_client in (None, {})
+        page = html.unescape(client.get(f"/servers/{server.pk}/").content.decode())
+        assert "names the issuer https://attacker.example.com" in page
+    finally:
+        server_process.stop()
