@@ -50,3 +50,24 @@ def test_sign_in_from_the_server_page(browser, live_app, user, oauth_http, scree
     grant = OAuthGrant.objects.get(server=server, user=user)
     assert grant.access_token not in page.content() and grant.refresh_token not in page.content()
     assert Tool.objects.filter(server=server, name="admin_only").exists()
+
+
+def test_a_redirect_without_the_advertised_iss_ends_the_sign_in_with_the_reason_on_the_page(browser, live_app, user, screenshots):
+    """RFC 9207: the authorization server advertises `iss` in its responses and the redirect back
+    has none: the code is not exchanged, and the server page says why."""
+    from tests.mcp_servers.launch import start_server
+
+    server_process = start_server("oauth_server.py", "http", "--iss-supported")
+    try:
+        server = Server.objects.create(name="mix-up", transport="streamable_http", url=server_process.url, owner=user,
+                                       auth="oauth")
+        page = login_page(browser, live_app, "alice", "alice-pass-123")
+        page.goto(f"{live_app.url}/servers/{server.pk}/")
+        page.click("#oauth-sign-in")
+        page.wait_for_url(f"{live_app.url}/servers/{server.pk}/", timeout=30000)
+        page.get_by_text("the redirect back had no iss").first.wait_for(timeout=30000)
+        assert "Sign-in to “mix-up” failed" in page.content()
+        page.screenshot(path=str(screenshots / "oauth-iss-missing-refused.png"), full_page=True)
+        assert not OAuthGrant.objects.filter(server=server).exists()
+    finally:
+        server_process.stop()
