@@ -39,18 +39,30 @@ def run(name: str) -> tuple[str, str, float]:
     done = subprocess.run([str(NODE), str(SUITE), "client", "--command", command, "--scenario", name, "--timeout", "20000",
                            "-o", str(target)], capture_output=True, text=True, timeout=120)
     seconds = time.monotonic() - started
-    text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)  # the suite reports on stderr, in colour
+    outcome, detail = verdict(done.stdout + done.stderr)
+    return outcome, detail, seconds
+
+
+def verdict(output: str) -> tuple[str, str]:
+    """(outcome, detail) from what the runner printed: its own `OVERALL: PASSED` / `FAILED` is the
+    outcome (a WARNING check fails a scenario there, so it is not counted as passed here either)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", output)  # the suite reports on stderr, in colour
+    overall = re.search(r"OVERALL: (PASSED|FAILED)", text)
     found = re.search(r"Passed: (\d+)/(\d+), (\d+) failed, (\d+) warnings", text)
-    if not found:
+    if not overall or not found:
         said = text.strip().splitlines()
-        return "error", said[-1][:100] if said else "no output", seconds
+        return "error", said[-1][:100] if said else "no output"
     passed, total, failed, warnings = map(int, found.groups())
-    outcome = "pass" if failed == 0 and passed == total else "fail"
+    outcome = "pass" if overall.group(1) == "PASSED" else "fail"
     detail = f"{passed}/{total} checks" + (f", {warnings} warnings" if warnings else "")
     if outcome == "fail":
         first = re.search(r"\[([^\]]+?)\s*\]\s+FAILURE\s+(.*)", text)
-        detail += f"; first failure: {first.group(1)}: {first.group(2)[:70]}" if first else ""
-    return outcome, detail, seconds
+        warned = re.search(r"Warning Checks:\s*\n\s*- ([^:\n]+)", text)
+        if first:
+            detail += f"; first failure: {first.group(1)}: {first.group(2)[:70]}"
+        elif warned:
+            detail += f"; failed on a warning: {warned.group(1)}"
+    return outcome, detail
 
 
 def main() -> int:

@@ -35,3 +35,26 @@ def suite():
 def test_the_client_passes_the_official_scenario(suite, scenario):
     outcome, detail, _ = suite.run(scenario)
     assert outcome == "pass", detail
+
+
+# What the runner (0.1.16) printed for auth/basic-cimd while the client registered dynamically:
+# no failed check, one WARNING, and its own verdict FAILED.
+WARNED = """Test Results:
+Passed: 15/15, 0 failed, 1 warnings
+
+Warning Checks:
+  - Client ID Metadata Document Usage: Client SHOULD use URL-based client ID when server advertises client_id_metadata_document_supported=true
+
+\u274c OVERALL: FAILED
+"""
+
+
+def test_a_scenario_the_runner_calls_failed_is_not_counted_as_passed():
+    """The runner's `OVERALL:` line is the verdict (a WARNING check fails a scenario there), not
+    our own reading of its counts."""
+    outcome, detail = conformance.verdict(WARNED)
+    assert outcome == "fail", detail
+    assert "1 warnings" in detail or "1 warning" in detail
+    assert "Client ID Metadata Document Usage" in detail
+    assert conformance.verdict(WARNED.replace("\u274c OVERALL: FAILED", "\u2705 OVERALL: PASSED"))[0] == "pass"
+    assert conformance.verdict("Error: scenario not found")[0] == "error"
