@@ -71,3 +71,25 @@ def test_a_redirect_without_the_advertised_iss_ends_the_sign_in_with_the_reason_
         assert not OAuthGrant.objects.filter(server=server).exists()
     finally:
         server_process.stop()
+
+
+def test_metadata_naming_another_issuer_stops_the_sign_in_with_the_reason_on_the_page(browser, live_app, user, screenshots):
+    """RFC 8414 §3.3: the authorization-server metadata names another issuer: the sign-in stops
+    before registering or leaving the page, and says why."""
+    from tests.mcp_servers.launch import start_server
+
+    server_process = start_server("oauth_server.py", "http", "--metadata-issuer", "https://attacker.example.com")
+    try:
+        server = Server.objects.create(name="poisoned", transport="streamable_http", url=server_process.url, owner=user,
+                                       auth="oauth")
+        page = login_page(browser, live_app, "alice", "alice-pass-123")
+        page.goto(f"{live_app.url}/servers/{server.pk}/")
+        page.click("#oauth-sign-in")
+        page.locator("#oauth-state.error", has_text="names the issuer https://attacker.example.com").wait_for(timeout=30000)
+        assert page.url == f"{live_app.url}/servers/{server.pk}/"  # never sent to the authorization server
+        page.reload()
+        assert "names the issuer https://attacker.example.com" in page.locator("#oauth").inner_text()
+        page.screenshot(path=str(screenshots / "oauth-metadata-issuer-refused.png"), full_page=True)
+        assert not Server.objects.get(pk=server.pk).oauth_client
+    finally:
+        server_process.stop()
