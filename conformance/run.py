@@ -83,7 +83,7 @@ def main() -> int:
         print(f"| `{name}` | {versions} | {outcome} | {detail} |")
     print()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, {counts['not run']} not run; "
-          f"checks in {OUT.relative_to(BASE)}/")
+          f"checks in {OUT.relative_to(BASE) if OUT.is_relative_to(BASE) else OUT}/")
     (OUT / "summary.json").write_text(json.dumps({"counts": counts, "rows": rows}, indent=2))
     return 0
 

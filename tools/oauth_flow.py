@@ -163,15 +163,24 @@ def _origin_issuer(server_url: str) -> str:
 
 def _check_metadata_issuer(asm: OAuthMetadata, auth_server: str | None, server_url: str, fetched_from: str) -> None:
     """RFC 8414 §3.3: the metadata's `issuer` is the issuer its well-known URL was built from (the
-    one the protected-resource metadata names; with none, the 2025-03-26 way, the server's origin,
-    with or without a root slash), compared as strings as the SDK's client does. Anything else may
-    be another server's metadata: none of its endpoints is used."""
-    expected = auth_server or _origin_issuer(server_url)
-    if auth_server is None and issuers_match(str(asm.issuer), expected):
+    one the protected-resource metadata names), compared as plain strings as the SDK's client does.
+    Without protected-resource metadata (the 2025-03-26 way) there is no issuer to compare with,
+    only the MCP server's origin the URL was built from: the SDK wants that origin exactly; here an
+    issuer on that same origin is accepted too (a 2025-03-26 server may name `<origin>/oauth`, as
+    the conformance suite's 0.1.16 back-compat scenario does), another origin is not. Anything
+    else may be another server's metadata: none of its endpoints is used."""
+    if auth_server is None:
+        origin = _origin_issuer(server_url)
+        mine = urlsplit(str(asm.issuer))
+        if issuers_match(str(asm.issuer), origin) or f"{mine.scheme}://{mine.netloc}" == origin.rstrip("/"):
+            return
+        expected = origin
+    elif str(asm.issuer) == auth_server:
         return
-    if str(asm.issuer) != expected:
-        raise OAuthError(f"The authorization server metadata at {mask_url(fetched_from)} names the issuer {asm.issuer}, "
-                         f"not {expected}, the server it was fetched for: refused (RFC 8414 §3.3), nothing in it is used.")
+    else:
+        expected = auth_server
+    raise OAuthError(f"The authorization server metadata at {mask_url(fetched_from)} names the issuer {asm.issuer}, "
+                     f"not {expected}, the server it was fetched for: refused (RFC 8414 §3.3), nothing in it is used.")
 
 
 def _client_of(info: dict[str, Any]) -> dict[str, str]:

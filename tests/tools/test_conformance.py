@@ -16,9 +16,10 @@ pytestmark = pytest.mark.worker
 
 NO_OAUTH = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
 # Discovery with metadata elsewhere, a pre-registered client with client_secret_basic, a step-up,
-# and the 2025-03-26 default endpoints.
+# the 2025-03-26 default endpoints, and 2025-03-26 metadata naming an issuer `<origin>/oauth`
+# (accepted: same origin; the RFC 8414 §3.3 issuer check must not refuse it).
 OAUTH = ["auth/metadata-var3", "auth/token-endpoint-auth-basic", "auth/pre-registration", "auth/scope-step-up",
-         "auth/2025-03-26-oauth-endpoint-fallback"]
+         "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat"]
 
 
 @pytest.fixture(scope="module")
