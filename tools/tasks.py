@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_init
 from django.conf import settings
 from django.utils import timezone
 
@@ -23,20 +22,17 @@ log = logging.getLogger(__name__)
 CHORD_POLL = 1.0
 
 
-@worker_ready.connect
+@worker_init.connect
 def warm_up_token_counting(**kwargs) -> None:
-    """Import litellm and load its tokenizer in the background once the worker is ready.
+    """Import litellm and load its tokenizer before the worker takes any task.
 
     Every tool call counts tokens with litellm (tools/tokens.py), and the first count in a process
-    costs ~3.8 s of CPU (the import, then the tokenizer). Nothing imports litellm at start any more,
-    so the worker answers pings seconds sooner (bench/cold_start.py); without this, the first call
-    after a start would pay those seconds instead.
+    costs ~3.8 s of CPU (the import, then the tokenizer). Loaded in a background thread once the
+    worker was ready, it competed with the first calls for the GIL: a replacement worker's first
+    calls overran short leases and were run again (CI: attempts 3 where 2 were right). So the
+    worker pays it before it answers pings; daphne and the other processes still never import it.
     """
-
-    def count_once() -> None:
-        tokens.count("warm-up")
-
-    threading.Thread(target=count_once, name="warm-up-token-counting", daemon=True).start()
+    tokens.count("warm-up")
 
 
 @shared_task(name="tools.tasks.execute_tool_call", bind=True, max_retries=None)
