@@ -33,11 +33,12 @@ export class ViewConsole {
     this.sandbox = sandbox;
     this.filename = filename;
     this.entries = [];
+    this.expanded = new Set();  // numbers of the entries whose whole message is open (kept across renders)
     this.pending = new Map();  // "in:7" -> the entry of the request the view sent with id 7
     this.start = performance.now();
     for (const input of [filter, direction, sandbox]) input.addEventListener("input", () => this.render());
     exportButton.addEventListener("click", () => this.download());
-    clearButton.addEventListener("click", () => { this.entries = []; this.pending.clear(); this.render(); });
+    clearButton.addEventListener("click", () => { this.entries = []; this.pending.clear(); this.expanded.clear(); this.render(); });
   }
 
   /** widget-host.js onTrace: `dir` is "in" (from the view or proxy) or "out" (to them). */
@@ -87,10 +88,12 @@ export class ViewConsole {
   }
 
   render() {
-    // Rebuilt in full; a console holds hundreds of lines, not millions.
-    const rows = this.visible().map((e) => this.row(e));
+    // Rebuilt in full; a console holds hundreds of lines, not millions. An opened message stays
+    // open when the next one arrives.
+    const shown = this.visible();
+    const rows = shown.flatMap((e) => (this.expanded.has(e.n) && e.message ? [this.row(e), this.detail(e)] : [this.row(e)]));
     this.body.replaceChildren(...rows);
-    this.count.textContent = `${rows.length} of ${this.entries.length} messages`;
+    this.count.textContent = `${shown.length} of ${this.entries.length} messages`;
   }
 
   // One line a row (cells cut with an ellipsis, the whole message a click away), so a long
@@ -119,17 +122,24 @@ export class ViewConsole {
       payload.title = "Click the row for the whole message";
       tr.addEventListener("click", () => {
         const open = tr.nextElementSibling?.classList.contains("console-detail");
-        if (open) { tr.nextElementSibling.remove(); return; }
-        const detail = document.createElement("tr");
-        detail.className = "console-detail";
-        const td = document.createElement("td"); td.colSpan = 7;
-        const pre = document.createElement("pre");
-        const text = pretty(e.message);
-        pre.textContent = text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS)}\n… (${formatBytes(text.length)}; export to read it all)` : text;
-        td.append(pre); detail.append(td); tr.after(detail);
+        if (open) { tr.nextElementSibling.remove(); this.expanded.delete(e.n); return; }
+        this.expanded.add(e.n);
+        tr.after(this.detail(e));
       });
     }
     return tr;
+  }
+
+  // The whole message of an entry, in a row under its own.
+  detail(e) {
+    const detail = document.createElement("tr");
+    detail.className = "console-detail";
+    const td = document.createElement("td"); td.colSpan = 7;
+    const pre = document.createElement("pre");
+    const text = pretty(e.message);
+    pre.textContent = text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS)}\n… (${formatBytes(text.length)}; export to read it all)` : text;
+    td.append(pre); detail.append(td);
+    return detail;
   }
 
   download() {

@@ -62,7 +62,7 @@ def test_elicitation_is_accepted_with_the_servers_defaults_in_one_click(browser,
     page.fill(f"{form} input[name=name]", "Bo")
     page.uncheck(f"{form} [data-field=moons] input[value=m-2]")
     card.query_selector("button.primary").click()
-    beside = page.wait_for_selector(f"{form} [data-field=moons].invalid .field-error", timeout=10000)
+    beside = page.wait_for_selector(f"{form} [data-field=moons].invalid .field-error", timeout=30000)
     assert beside.inner_text() == "Choose at least 1."
     summary = page.inner_text(f"{form} > p.error")
     assert summary == "Moons: choose at least 1." and "moons" not in summary
@@ -89,7 +89,7 @@ def test_sampling_is_answered_by_hand_without_a_model(browser, live_app, asks, u
     page.screenshot(path=str(screenshots / "sampling-by-hand.png"), full_page=True)
     page.click(f"{hand} button:has-text('Send to server')")
     page.wait_for_selector("#run-status.succeeded", timeout=20000)
-    page.wait_for_selector(".server-request.answered >> text=by hand", timeout=10000)
+    page.wait_for_selector(".server-request.answered >> text=by hand", timeout=30000)
     page.screenshot(path=str(screenshots / "sampling-by-hand-answered.png"), full_page=True)
 
     sent = {"role": "assistant", "content": {"type": "text", "text": "Tom."}, "model": "hand-typed", "stopReason": "stopSequence"}
@@ -103,7 +103,7 @@ def test_sampling_is_answered_by_hand_without_a_model(browser, live_app, asks, u
     page.click("#run-tool")
     page.wait_for_selector(".server-request.sampling.pending", timeout=20000)
     page.click(f"{hand} button:has-text('Send to server')")
-    page.wait_for_selector(f"{hand} .error >> text=Type the answer's text", timeout=10000)
+    page.wait_for_selector(f"{hand} .error >> text=Type the answer's text", timeout=30000)
     assert page.locator("#run-status.running").count() == 1
     page.click(".server-request.sampling.pending button:has-text('Reject')")
     page.wait_for_selector("#run-status.succeeded", timeout=20000)
