@@ -77,9 +77,10 @@ def test_elicitation_is_accepted_with_the_servers_defaults_in_one_click(browser,
 
 def test_sampling_is_answered_by_hand_without_a_model(browser, live_app, asks, user, screenshots):
     page = open_tool(browser, live_app, asks, "ask_model_verbatim", {"text": "Name a cat."})
-    card = page.wait_for_selector(".server-request.sampling.pending", timeout=20000)
-    # Both ways are offered: through litellm (no model is configured here), or by hand.
-    assert card.query_selector(".sampling-by-model button:has-text('Run through litellm')")
+    # Both ways are offered: through litellm (no model is configured here), or by hand. (The card's
+    # boxes are filled in after the card itself appears: wait for the button, not only the card.)
+    page.wait_for_selector(".server-request.sampling.pending .sampling-by-model button:has-text('Run through litellm')",
+                           timeout=20000)
     hand = ".server-request .sampling-by-hand"
     assert page.input_value(f"{hand} select[name=role]") == "assistant"
     assert page.input_value(f"{hand} input[name=stopReason]") == "endTurn"

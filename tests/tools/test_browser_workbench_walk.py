@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.helpers import login_page, refresh_tools, run_call, wait_for
 from tools.models import Server
@@ -92,8 +93,15 @@ def test_console_keeps_one_line_rows_inside_its_card_after_a_ui_message(browser,
     # The long payload is cut to one line and expands on a click.
     result_row = console.locator("tr.out[data-method='ui/notifications/tool-result']")
     assert result_row.locator(".payload").evaluate("td => td.scrollWidth > td.clientWidth")
-    result_row.click()
-    page.locator("#console tr.console-detail pre", has_text="META-MARKER-console").wait_for()
+    detail_pre = page.locator("#console tr.console-detail pre", has_text="META-MARKER-console")
+    for _ in range(3):  # a click that lands while the table is rebuilt for a new message is tried again
+        result_row.click()
+        try:
+            detail_pre.wait_for(timeout=10000)
+            break
+        except PlaywrightTimeout:
+            continue
+    detail_pre.wait_for(timeout=1000)
     detail = page.evaluate("() => document.querySelector('#console tr.console-detail').getBoundingClientRect().right")
     assert detail <= shape["cardRight"] + 0.5
     assert page.evaluate("() => document.documentElement.scrollWidth") <= WINDOW["width"]
