@@ -72,8 +72,14 @@ function renderEnded(card, s) {
 async function answer(id, body, errorEl, form) {
   errorEl.textContent = "";
   for (const f of form ? form.querySelectorAll(".field.invalid") : []) { f.classList.remove("invalid"); f.querySelector(".field-error").textContent = ""; }
-  try { return await apiFetch(`/api/server-requests/${id}/answer/`, { method: "POST", body }); }
-  catch (err) {
+  try {
+    const row = await apiFetch(`/api/server-requests/${id}/answer/`, { method: "POST", body });
+    // The answer's own response updates the card: its status event may come late, or never (a
+    // socket that reconnected meanwhile), and the card must not stay pending once answered.
+    const card = document.querySelector(`[data-server-request="${CSS.escape(String(id))}"]`);
+    if (card && row?.status) showServerRequest(card.parentElement, row);
+    return row;
+  } catch (err) {
     errorEl.textContent = err.message;
     for (const [name, said] of Object.entries((form && err.data?.fields) || {})) {
       const f = form.querySelector(`[data-field="${CSS.escape(name)}"]`);
