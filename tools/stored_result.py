@@ -250,12 +250,17 @@ def _open_blob(tool_call_id, rowid: int):
     return blob
 
 
+def _sqlite_blob(tool_call_id):
+    """(rowid, its result's blob opened) on SQLite, or (None, None) if the call has no result row."""
+    rowid = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(rowid=RawSQL("rowid", [])) \
+        .values_list("rowid", flat=True).first()
+    return rowid, (_open_blob(tool_call_id, rowid) if rowid is not None else None)
+
+
 def open_stored(tool_call_id) -> StoredResult | None:
     """The result opened for reading; None if the call has no result row."""
     if connection.vendor == "sqlite":
-        rowid = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(rowid=RawSQL("rowid", [])) \
-            .values_list("rowid", flat=True).first()
-        blob = _open_blob(tool_call_id, rowid) if rowid is not None else None
+        rowid, blob = _sqlite_blob(tool_call_id)
         if blob is None:
             return None
         with blob:
@@ -269,9 +274,7 @@ def head(tool_call_id, limit: int) -> tuple[str, int] | None:
     result without reading the rest (SQLite: one blob read; PostgreSQL: one cast, `limit` bytes
     sent)."""
     if connection.vendor == "sqlite":
-        rowid = ToolResult.objects.filter(tool_call_id=tool_call_id).annotate(rowid=RawSQL("rowid", [])) \
-            .values_list("rowid", flat=True).first()
-        blob = _open_blob(tool_call_id, rowid) if rowid is not None else None
+        rowid, blob = _sqlite_blob(tool_call_id)
         if blob is None:
             return None
         with blob:
