@@ -184,7 +184,7 @@ class Server(models.Model):
 
     def config(self):
         """The connection settings a worker's pool keys its warm connection on."""
-        from tools.mcp.connection import ServerConfig
+        from tools.mcp.config import ServerConfig
 
         return ServerConfig(
             key=pool_key(self.pk),

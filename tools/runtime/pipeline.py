@@ -21,7 +21,7 @@ from django.utils import timezone
 from tools.runtime import deadlines, events, input_rounds, remote, stored_result
 
 from tools.mcp import tokens
-from tools.mcp.connection import CallTimeout
+from tools.mcp.errors import CallTimeout
 from tools.mcp.url_secrets import redact
 from tools.models import Projection, Server, ToolCall
 from tools.runtime.projection import Outcome, project

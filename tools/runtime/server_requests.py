@@ -35,7 +35,7 @@ from django.utils import timezone
 from inspector.api import ApiError
 from inspector.events import publish
 from tools.runtime import events, waits
-from tools.mcp.connection import RemoteError
+from tools.mcp.errors import RemoteError
 from tools.mcp.elicitation import answer_problems, describe_problems, with_defaults
 from tools.models import LogLevel, Server, ServerLogMessage, ServerRequest, ToolCall, parse_pool_key
 

@@ -54,7 +54,7 @@ def execute_tool_call(self, tool_call_id: str) -> str:
 
 
 def _error(exc: Exception) -> dict[str, Any]:
-    from tools.mcp.connection import RemoteError
+    from tools.mcp.errors import RemoteError
 
     # `refused`: the server answered with a JSON-RPC error (the request was wrong, not the server).
     return {"ok": False, "error": redact(str(exc)) or exc.__class__.__name__, "refused": isinstance(exc, RemoteError)}
@@ -103,13 +103,13 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
         if action == "subscriptions":
             # The wrapper in remote.run brought the connection to the subscriptions users hold.
             async def state(conn):
-                return {"offered": conn.offers_subscriptions, "subscribed": sorted(conn.subscribed),
-                        "errors": dict(conn.subscription_errors), "protocol_version": conn.protocol_version}
+                return {"offered": conn.subscriptions.offered, "subscribed": sorted(conn.subscriptions.subscribed),
+                        "errors": dict(conn.subscriptions.errors), "protocol_version": conn.protocol_version}
 
             return {"ok": True, **remote.run(server, state, user_id=user_id)}
         if action == "set_log_level":
             level = params.get("level") or None
-            applied = remote.run(server, lambda conn: conn.set_log_level(level), user_id=user_id)
+            applied = remote.run(server, lambda conn: conn.logging.set(level), user_id=user_id)
             # The row too: other workers' connections catch up at their next use (remote.run).
             Server.objects.filter(pk=server.pk).update(log_level=level or "")
             return {"ok": True, "applied": applied, "level": level or ""}
