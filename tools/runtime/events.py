@@ -26,9 +26,9 @@ from django.db.models.functions import Cast, Length, Substr
 
 from inspector import pg_nul
 from inspector.events import JSON_TEXT, publish
+from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
 from tools.runtime import stored_result
 from tools.runtime.deadlines import call_timeout, max_timeout
-from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
 from tools.runtime.projection import APP_POLICY
 
 # --- event type names ---------------------------------------------------------------------------
