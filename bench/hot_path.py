@@ -1,0 +1,360 @@
+#!/usr/bin/env python
+"""The API's one-round-trip call (`POST …/call/?wait=`) against the targets of issue 31.4.
+
+    .venv/bin/python bench/hot_path.py [--calls 200] [--in-flight 8] [--postgres URL] [--only sqlite|postgres]
+                                       [--profile DIR]
+
+For each database in turn (SQLite in a fresh temp file; PostgreSQL in a fresh database created
+on --postgres and dropped at the end) a child run migrates it and starts ONE daphne and ONE
+Celery worker (threads pool, concurrency 8), as `inspector.launch` starts them, on one Redis
+(embedded Valkey unless REDIS_URL is set). The tool is the basic test server's `echo` over stdio.
+Measured, per database:
+
+  (a) direct   a warm `mcp` connection in this process, sequential calls: the baseline
+  (w) ?wait    POST /api/servers/{id}/tools/echo/call/?wait=30 with `Authorization: Token`,
+               sequential: p50/p95, and the difference to (a) from the same run
+  (l) load     --calls such calls at --in-flight in flight (a sliding window): calls/s, and the
+               CPU time (user + system, psutil) each process spent per call: daphne, worker,
+               the stdio MCP server, PostgreSQL, Redis, and all of them
+  (f) floors   what stops a target on this machine: the CPU an authenticated
+               `GET /api/tool-calls/{id}/?full=0` costs daphne (the least one request costs), and
+               the calls/s that the CPU per call allows on os.cpu_count() CPUs
+
+With --profile DIR, py-spy (`PYSPY`, default /tmp/pyspy/bin/py-spy; never installed in .venv)
+records daphne and the worker during the load series (raw collapsed stacks, plus SVGs) into DIR.
+
+Benches print figures; tests assert behaviour. Every process and the temp dirs and database are
+removed at the end, also on Ctrl-C or an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+sys.path.insert(0, str(BASE_DIR / "bench"))
+
+from pipeline import (  # noqa: E402  (the shared pieces of the pipeline bench)
+    DATABASES,
+    CpuMeter,
+    create_database,
+    database_url,
+    drop_database,
+    free_ports,
+    num,
+    p50,
+    p95,
+    pair,
+    run_window,
+    start_daphne,
+    stop_on_signals,
+)
+from tool_calls import BASIC_SERVER, marker, ms_since, progress, start_worker, tail  # noqa: E402
+
+WAIT = 30  # seconds a POST may wait for its call's end
+CPU_PARTS = ("daphne", "worker", "MCP servers", "PostgreSQL", "Redis")
+# Issue 31.4's targets.
+TARGET_OVER_DIRECT = {"sqlite": 20.0, "postgres": 25.0}  # ms, p50 of ?wait minus p50 of direct
+TARGET_CPU_MS = 18.0  # CPU ms per call, all processes
+TARGET_RATE = 80.0  # calls/s at 8 in flight, one daphne and one worker
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=200, help="calls per series (default 200; 50 = smoke run)")
+    parser.add_argument("--in-flight", type=int, default=8, help="calls in flight in the load series (default 8)")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/",
+                        help="PostgreSQL server to create the throw-away database on (default %(default)s)")
+    parser.add_argument("--only", choices=DATABASES, help="run one database only")
+    parser.add_argument("--profile", default="", help="record daphne and the worker with py-spy into this folder")
+    parser.add_argument("--run-one", choices=DATABASES, help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.calls < 1 or args.in_flight < 1:
+        parser.error("--calls and --in-flight must be at least 1")
+    return args
+
+
+# ========================================================================= child: one database
+
+
+class Client:
+    """The bench's HTTP side: one aiohttp session, the token, the stdio server's echo URL."""
+
+    def __init__(self, base: str, token: str, server_id: int) -> None:
+        self.base = base
+        self.token = token
+        self.call_url = f"{base}/api/servers/{server_id}/tools/echo/call/?wait={WAIT}"
+        self.http = None
+        self.errors: list[str] = []
+
+    async def __aenter__(self) -> Client:
+        import aiohttp
+
+        self.http = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(), connector=aiohttp.TCPConnector(limit=0))
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.http.close()
+
+    async def call(self, text: str, times: list[float]) -> str:
+        """One ?wait call; its time goes in `times` when it came back finished and succeeded."""
+        t0 = time.perf_counter()
+        async with self.http.post(self.call_url, json={"arguments": {"text": text}},
+                                  headers={"Authorization": f"Token {self.token}"}) as resp:
+            body = await resp.json(content_type=None)
+        elapsed = ms_since(t0)
+        if resp.status == 200 and body.get("status") == "succeeded":
+            times.append(elapsed)
+        else:
+            self.errors.append(f"{resp.status} {str(body)[:200]}")
+        return body.get("id", "")
+
+    async def get(self, call_id: str) -> None:
+        async with self.http.get(f"{self.base}/api/tool-calls/{call_id}/?full=0",
+                                 headers={"Authorization": f"Token {self.token}"}) as resp:
+            await resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"GET answered {resp.status}")
+
+    async def series(self, n: int, in_flight: int, label: str) -> tuple[list[float], float]:
+        times: list[float] = []
+        wall = await run_window(list(range(n)), in_flight, lambda i: self.call(marker(label, i), times))
+        return times, wall
+
+
+class Profiler:
+    """py-spy on daphne and the worker for the length of a `with` block (raw stacks and SVGs)."""
+
+    def __init__(self, folder: str, pids: dict[str, int], tag: str) -> None:
+        self.folder, self.pids, self.tag = Path(folder) if folder else None, pids, tag
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Profiler:
+        if self.folder is None:
+            return self
+        self.folder.mkdir(parents=True, exist_ok=True)
+        pyspy = os.environ.get("PYSPY", "/tmp/pyspy/bin/py-spy")
+        for name, pid in self.pids.items():
+            for fmt, ext in (("raw", "txt"), ("flamegraph", "svg")):
+                self.procs.append(subprocess.Popen(
+                    [pyspy, "record", "--pid", str(pid), "--rate", "200", "--format", fmt, "--nonblocking",
+                     "-o", str(self.folder / f"{self.tag}-{name}.{ext}")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1.0)  # let py-spy attach
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            proc.send_signal(2)  # py-spy writes its output on SIGINT
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def create_server(user):
+    """The bench's stdio echo server, its tools refreshed by the worker."""
+    from tools.models import Server
+    from tools.runtime.tasks import server_action
+
+    server = Server.objects.create(name="bench-stdio", transport="stdio", command=sys.executable,
+                                   args=[str(BASIC_SERVER)], owner=user)
+    answer = server_action.delay(server.pk, "refresh", {"reconnect": True}).get(timeout=60)
+    if not answer.get("ok") or not server.tools.filter(name="echo").exists():
+        raise RuntimeError(f"refreshing the bench server failed: {answer}")
+    return server
+
+
+def run_one(args: argparse.Namespace) -> int:
+    """One database: set up, measure, write the figures as JSON to --out."""
+    db = args.run_one
+    data_dir = Path(tempfile.mkdtemp(prefix=f"inspector-hotpath-{db}-"))
+    os.environ["INSPECTOR_DATA_DIR"] = str(data_dir)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "inspector.settings"
+    if db == "postgres":
+        os.environ["DATABASE_URL"] = args.database_url
+    else:
+        os.environ.pop("DATABASE_URL", None)
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    port = free_ports(1)[0]
+    os.environ["PUBLIC_URL"] = f"http://127.0.0.1:{port}"
+    stop_on_signals()
+
+    import psutil
+
+    from inspector.launch import Processes
+
+    procs = Processes()
+    try:
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+
+        from inspector.models import ApiToken
+        from tool_calls import bench_direct
+        from tools.mcp.config import ServerConfig
+
+        progress(f"{db}: migrating; starting one worker and one daphne")
+        call_command("migrate", verbosity=0, interactive=False)
+        start_worker(procs, data_dir, "worker")
+        base = start_daphne(procs, data_dir, "daphne", port)
+        user = get_user_model().objects.create_user(f"bench-{os.getpid()}")
+        server = create_server(user)
+        token = ApiToken.issue(user, "bench")[1]
+        pids = {child.name: child.proc.pid for child in procs.children}
+        labels = {pid: name for name, pid in pids.items()}
+        out: dict = {"db": db, "load_start": os.getloadavg()}
+
+        config = ServerConfig(name="bench-stdio", transport="stdio", command=sys.executable, args=(str(BASIC_SERVER),))
+        progress(f"{db}: (a) {args.calls} direct warm calls")
+        out["direct"] = asyncio.run(bench_direct(config, args.calls))
+
+        async def measure() -> None:
+            async with Client(base, token, server.pk) as client:
+                progress(f"{db}: warming up")
+                await client.series(4 * args.in_flight, args.in_flight, "warm")
+                progress(f"{db}: (w) {args.calls} sequential ?wait calls")
+                out["wait"], _ = await client.series(args.calls, 1, "wait")
+                progress(f"{db}: (l) {args.calls} ?wait calls, {args.in_flight} in flight")
+                with Profiler(args.profile, pids, db), CpuMeter(labels) as cpu:
+                    out["load"], out["load_wall_ms"] = await client.series(args.calls, args.in_flight, "load")
+                out["load_cpu_ms"] = cpu.spent
+                progress(f"{db}: (f) {args.calls} authenticated GETs, sequential")
+                call_id = await client.call("floor", [])
+                with CpuMeter(labels) as cpu:
+                    for _ in range(args.calls):
+                        await client.get(call_id)
+                out["get_cpu_ms"] = cpu.spent.get("daphne", 0.0) / args.calls
+                out["errors"] = client.errors[:5]
+                out["error_count"] = len(client.errors)
+
+        asyncio.run(measure())
+        out["load_end"] = os.getloadavg()
+        Path(args.out).write_text(json.dumps(out))
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        for name in ("worker", "daphne"):
+            if (data_dir / f"{name}.log").exists():
+                print(f"--- {name}.log ends with:\n{tail(data_dir / f'{name}.log', 1500)}", file=sys.stderr)
+        raise
+    finally:
+        procs.stop()
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - best effort before the database is dropped
+            pass
+        leftovers = psutil.Process().children(recursive=True)
+        for proc in leftovers:
+            try:
+                proc.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(leftovers, timeout=5)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# ======================================================================= parent: both databases
+
+
+def print_report(args: argparse.Namespace, results: dict, elapsed: float) -> None:
+    title = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    cpus = os.cpu_count() or 1
+    print()
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {cpus} CPUs; one daphne, one worker (threads, 8); "
+          f"--calls {args.calls}, {args.in_flight} in flight; echo over stdio; ms p50 / p95")
+    for db, r in results.items():
+        load = lambda t: " ".join(f"{x:.2f}" for x in t)  # noqa: E731
+        print(f"\n{title[db]} (load average at start {load(r['load_start'])}, at end {load(r['load_end'])})")
+        direct, wait, loaded = r["direct"], r["wait"], r["load"]
+        cpu = {part: r["load_cpu_ms"].get(part, 0.0) / args.calls for part in CPU_PARTS}
+        total = sum(cpu.values())
+        rate = args.calls / (r["load_wall_ms"] / 1000)
+        over = p50(wait) - p50(direct)
+        print(f"  (a) direct warm mcp call                 {pair(direct)}")
+        print(f"  (w) POST ?wait, sequential               {pair(wait)}   = direct + {num(over)} p50, "
+              f"x{p50(wait) / p50(direct):.1f}")
+        print(f"  (l) {args.in_flight} in flight: calls/s               {rate:.1f}   (end to end {pair(loaded)}; "
+              f"errors {r['error_count']})")
+        print("      CPU ms per call: " + ", ".join(f"{part} {num(ms)}" for part, ms in cpu.items()) + f"; all {num(total)}")
+        print(f"  (f) one authenticated GET costs daphne   {num(r['get_cpu_ms'])} ms CPU; "
+              f"{cpus} CPUs / {num(total)} ms per call = {1000 * cpus / total:.0f} calls/s at best")
+        print(f"  targets: ?wait p50 over direct <= {TARGET_OVER_DIRECT[db]:g}: {num(over)} "
+              f"{'PASS' if over <= TARGET_OVER_DIRECT[db] else 'MISS'}; CPU/call <= {TARGET_CPU_MS:g}: {num(total)} "
+              f"{'PASS' if total <= TARGET_CPU_MS else 'MISS'}; calls/s >= {TARGET_RATE:g}: {rate:.1f} "
+              f"{'PASS' if rate >= TARGET_RATE else 'MISS'}")
+        if rate < TARGET_RATE:
+            floor = 1000 * cpus / TARGET_RATE
+            print(f"      {TARGET_RATE:g} calls/s on {cpus} CPUs needs <= {floor:.0f} ms CPU per call in all; "
+                  f"the MCP server alone takes {num(cpu['MCP servers'])}, daphne {num(cpu['daphne'])} "
+                  f"(of which {num(r['get_cpu_ms'])} is the least one request costs), worker {num(cpu['worker'])}")
+        for sample in r["errors"]:
+            print(f"      error: {sample}")
+    print(f"\nTotal bench time {elapsed:.0f} s.")
+
+
+def main() -> int:
+    args = parse_args()
+    if args.run_one:
+        return run_one(args)
+    stop_on_signals()
+    started = time.monotonic()
+
+    from inspector.launch import Processes, start_embedded_redis
+
+    procs = Processes()
+    work = Path(tempfile.mkdtemp(prefix="inspector-hotpath-"))
+    pg_name = f"bench_hotpath_{os.getpid()}"
+    pg_created = False
+    results: dict[str, dict] = {}
+    try:
+        redis_url = os.environ.get("REDIS_URL", "") or start_embedded_redis(procs, work)
+        for db in ([args.only] if args.only else DATABASES):
+            url = ""
+            if db == "postgres":
+                create_database(args.postgres, pg_name)
+                pg_created = True
+                url = database_url(args.postgres, pg_name)
+            env = dict(os.environ, REDIS_URL=redis_url,
+                       REDIS_PREFIX=f"{os.environ.get('REDIS_PREFIX', '')}hot{os.getpid()}{db}:")
+            command = [sys.executable, str(Path(__file__).resolve()), "--run-one", db, "--database-url", url,
+                       "--out", str(work / f"{db}.json"), "--calls", str(args.calls),
+                       "--in-flight", str(args.in_flight), "--profile", args.profile]
+            if procs.start(f"bench-{db}", command, env=env).wait() != 0:
+                raise RuntimeError(f"the {db} run failed; its output is above")
+            results[db] = json.loads((work / f"{db}.json").read_text())
+        print_report(args, results, time.monotonic() - started)
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except RuntimeError as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        procs.stop(timeout=60)
+        if pg_created:
+            drop_database(args.postgres, pg_name)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
