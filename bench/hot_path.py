@@ -21,7 +21,8 @@ Measured, per database:
                the calls/s that the CPU per call allows on os.cpu_count() CPUs
 
 With --profile DIR, py-spy (`PYSPY`, default /tmp/pyspy/bin/py-spy; never installed in .venv)
-records daphne and the worker during the load series (raw collapsed stacks, plus SVGs) into DIR.
+records daphne and the worker during the load series (raw collapsed stacks, plus SVGs) into DIR;
+`--gil` keeps only samples of a thread holding the GIL, i.e. Python running, not waiting.
 
 Benches print figures; tests assert behaviour. Every process and the temp dirs and database are
 removed at the end, also on Ctrl-C or an error.
@@ -149,7 +150,7 @@ class Profiler:
         for name, pid in self.pids.items():
             for fmt, ext in (("raw", "txt"), ("flamegraph", "svg")):
                 self.procs.append(subprocess.Popen(
-                    [pyspy, "record", "--pid", str(pid), "--rate", "200", "--format", fmt, "--nonblocking",
+                    [pyspy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--format", fmt, "--nonblocking",
                      "-o", str(self.folder / f"{self.tag}-{name}.{ext}")],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1.0)  # let py-spy attach

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 
@@ -43,9 +44,18 @@ class ApiToken(models.Model):
 
     @classmethod
     def authenticate(cls, key: str):
-        token = cls.objects.select_related("user").filter(digest=_digest(key)).first()
+        """The active user of a valid key, else None. One query also tells whether the user is a
+        viewer (inspector/roles.py reads it on every unsafe request: a second query per POST)."""
+        from django.contrib.auth import get_user_model
+
+        from inspector.roles import VIEWER_GROUP
+
+        memberships = get_user_model().groups.through.objects.filter(user_id=OuterRef("user_id"), group__name=VIEWER_GROUP)
+        token = (cls.objects.select_related("user").annotate(user_is_viewer=Exists(memberships))
+                 .filter(digest=_digest(key)).first())
         if token is None or not token.user.is_active:
             return None
+        token.user._inspector_is_viewer = token.user_is_viewer  # roles.is_viewer's per-user-object cache
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at >= cls.LAST_USED_PRECISION:
             cls.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Case, TextField, When
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -202,17 +204,20 @@ def _start_manual_call(request: HttpRequest, pk: int, name: str) -> ToolCall:
 def _finished_call_answer(pk) -> HttpResponse | None:
     """The ended call as `GET /api/tool-calls/{id}/` shows it, the full result inline when it is small
     enough to push on a socket (`result_url` names a bigger one); None if it has not ended after all."""
-    call = ToolCall.objects.select_related("full_result", "projection").defer("full_result__raw").filter(pk=pk).first()
+    # One query: the row, its result's and projection's columns, and the result's stored text
+    # when it is small enough to inline (the database casts it; a bigger one is never read here).
+    inline = Case(When(full_result__size_bytes__lte=settings.WS_INLINE_RESULT_MAX_BYTES,
+                       then=Cast("full_result__raw", TextField())), default=None, output_field=TextField())
+    call = (ToolCall.objects.select_related("full_result", "projection").defer("full_result__raw")
+            .annotate(inline_text=inline).filter(pk=pk).first())
     if call is None or not call.is_final:
         return None
     data = tool_call_json(call, detail=True)
     result = call.related_or_none("full_result")
-    if result is None or not pushes_result(result.size_bytes):
+    if result is None or not pushes_result(result.size_bytes) or call.inline_text is None:
         return JsonResponse(data)
-    stored = stored_result.open_stored(call.pk)
-    full_text = stored.whole() if stored else b"null"
     prefix = json.dumps(data, cls=DjangoJSONEncoder)[:-1] + ', "full": '
-    return HttpResponse(prefix.encode() + full_text + b"}", content_type="application/json")
+    return HttpResponse(prefix.encode() + call.inline_text.encode() + b"}", content_type="application/json")
 
 
 @api_view("GET")

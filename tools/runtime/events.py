@@ -25,7 +25,7 @@ from django.db.models import Exists, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast, Length, Substr
 
 from inspector import pg_nul
-from inspector.events import JSON_TEXT, publish
+from inspector.events import JSON_TEXT, publish, publish_many
 from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
 from tools.runtime import stored_result, waits
 from tools.runtime.deadlines import call_timeout, max_timeout
@@ -284,11 +284,16 @@ def publish_loaded_tool_call(event_type: str, call: ToolCall, result_text: str |
     """The same for a call whose result rows are in hand (the pipeline just wrote them), with
     the full result's text to push if there is one (`tool_call_event`)."""
     event = tool_call_event(event_type, call, result_text)
-    for group in tool_call_groups(call):
-        publish(group, event)
+    told = None
     if call.status in ToolCall.FINAL:
-        # For a script waiting on the call (`?wait=`): a list, so an end told before it waits is not lost.
-        waits.push(waits.ended_key(call.pk), {"status": call.status}, ttl=ENDED_TTL)
+        # For a script waiting on the call (`?wait=`): a list, so an end told before it waits is not
+        # lost. Pushed from the publisher loop right after the event: one hop, not a second round trip.
+        key, status = waits.ended_key(call.pk), call.status
+
+        async def told() -> None:
+            await waits.apush(key, {"status": status}, ttl=ENDED_TTL)
+
+    publish_many(tool_call_groups(call), event, then=told)
 
 
 def publish_to_conversation(conversation_id: int, event: dict[str, Any]) -> None:

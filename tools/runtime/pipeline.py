@@ -7,6 +7,8 @@ tool is never called again and no second row is written.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import time
 from datetime import timedelta
@@ -14,15 +16,15 @@ from typing import Any
 
 import jsonschema
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError, close_old_connections, transaction
-from django.db.models import F, FilteredRelation, Q
+from django.db import IntegrityError, InterfaceError, OperationalError, close_old_connections, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from tools.mcp import tokens
 from tools.mcp.errors import CallTimeout
 from tools.mcp.url_secrets import redact
 from tools.mcp.wire_result import LargeJSON, WireResult
-from tools.models import Projection, Server, ToolCall
+from tools.models import Projection, Server, Tool, ToolCall
 from tools.runtime import deadlines, events, input_rounds, live_calls, remote, stored_result
 from tools.runtime.projection import Outcome, project
 
@@ -65,24 +67,42 @@ class CallInProgress(Exception):
 
 
 def load(tool_call_id) -> ToolCall | None:
-    """The call, its server and what the pipeline needs of its tool, in one query.
+    """The call, its server and what the pipeline needs of its tool and conversation.
 
-    The tool is one LEFT JOIN on (server, name), not a subquery per field: Django compiles
-    this query on every call, and with three subqueries it took 2.85 ms, with the join 2.0 ms
-    (p50 in process on PostgreSQL, mostly building the query).
+    Written as SQL through Django's connection (issue 31.3): the ORM compiled its version of this
+    query (a FilteredRelation join on (server, name)) on every call, and that was the worker's
+    largest single cost per call (py-spy under bench/hot_path.py: 28% of the worker's Python time).
+    The row goes through `ToolCall.objects.raw`, so every model field is converted as the ORM does;
+    the server is a plain primary-key read.
     """
-    tool = FilteredRelation("server__tools", condition=Q(server__tools__name=F("tool_name")))
+    pk = ToolCall._meta.pk.get_db_prep_value(tool_call_id, connection)
+    call = next(iter(ToolCall.objects.raw(_load_sql(), [pk])), None)
+    if call is None:
+        return None
+    if isinstance(call.tool_output_schema, (str, bytes)):  # an extra column: no JSON field converts it
+        call.tool_output_schema = json.loads(call.tool_output_schema)
+    server = Server.objects.filter(pk=call.server_id).first() if call.server_id else None
+    ToolCall.server.field.set_cached_value(call, server)
+    return call
+
+
+@functools.cache
+def _load_sql() -> str:
+    """The SELECT of `load`, built once from the models' own table and column names."""
+    c, t, v = ToolCall._meta, Tool._meta, ToolCall._meta.get_field("conversation").related_model._meta
+
+    def col(meta, name: str) -> str:
+        return connection.ops.quote_name(meta.get_field(name).column)
+
+    q = connection.ops.quote_name
+    columns = ", ".join(f"c.{q(f.column)}" for f in c.concrete_fields)
     return (
-        ToolCall.objects.select_related("server")
-        .annotate(
-            call_tool=tool,
-            tool_is_app=F("call_tool__is_app"),
-            tool_policy=F("call_tool__projection_policy"),
-            tool_output_schema=F("call_tool__output_schema"),
-            conversation_model=F("conversation__model"),
-        )
-        .filter(pk=tool_call_id)
-        .first()
+        f"SELECT {columns}, t.{col(t, 'is_app')} AS tool_is_app, t.{col(t, 'projection_policy')} AS tool_policy, "
+        f"t.{col(t, 'output_schema')} AS tool_output_schema, v.{col(v, 'model')} AS conversation_model "
+        f"FROM {q(c.db_table)} c "
+        f"LEFT JOIN {q(t.db_table)} t ON t.{col(t, 'server')} = c.{col(c, 'server')} AND t.{col(t, 'name')} = c.{col(c, 'tool_name')} "
+        f"LEFT JOIN {q(v.db_table)} v ON v.{q(v.pk.column)} = c.{col(c, 'conversation')} "
+        f"WHERE c.{q(c.pk.column)} = %s"
     )
 
 

@@ -97,8 +97,7 @@ async def discard(key: str) -> None:
     await _async_client().delete(key)
 
 
-async def apush(key: str, message: dict[str, Any]) -> None:
-    """`push` from the pool's loop (never blocks it)."""
-    client = _async_client()
-    await client.rpush(key, json.dumps(message))
-    await client.expire(key, _KEY_TTL)
+async def apush(key: str, message: dict[str, Any], ttl: int = _KEY_TTL) -> None:
+    """`push` from an event loop (the pool's, the publisher's: never blocks it); one round trip."""
+    async with _async_client().pipeline(transaction=False) as pipe:
+        await pipe.rpush(key, json.dumps(message)).expire(key, ttl).execute()
