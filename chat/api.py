@@ -13,6 +13,7 @@ from pydantic import Field, StrictInt, field_validator
 
 from chat import agent, history, tasks
 from chat.models import Conversation, ReplayRun, Turn
+from chat.tool_calls import calls_of
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
 from tools.events import summary_queryset, tool_call_json
 from tools.models import Server, ToolCall
@@ -154,8 +155,9 @@ def conversation_page(c: Conversation, request: HttpRequest) -> dict[str, Any]:
     if after is not None:
         since = c.messages.filter(seq=after).values_list("created_at", flat=True).first()
         if since is not None:
-            wanted |= Q(turn__status=Turn.Status.RUNNING) | Q(turn__finished_at__gte=since)
-    calls = summary_queryset(ToolCall.objects.filter(conversation=c).filter(wanted)).order_by("queued_at")
+            turns = c.turns.filter(Q(status=Turn.Status.RUNNING) | Q(finished_at__gte=since)).values_list("pk", flat=True)
+            wanted |= Q(context__local_refs__turn_id__in=list(turns))
+    calls = summary_queryset(calls_of(c).filter(wanted)).order_by("queued_at")
 
     turn = c.turns.order_by("-created_at").first()
     return {
@@ -217,7 +219,7 @@ def post_message(request: HttpRequest, pk: int) -> JsonResponse:
     body = parse_body(request, MessageBody)
     from_view = None
     if body.from_tool_call is not None:
-        from_view = ToolCall.objects.filter(pk=body.from_tool_call, conversation=conversation).first()
+        from_view = calls_of(conversation).filter(pk=body.from_tool_call).first()
         if from_view is None:
             raise ApiError("`from_tool_call` is not a tool call of this conversation.", status=400)
     active = conversation.active_turn()

@@ -32,6 +32,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from pydantic import ValidationError as PydanticValidationError
 
 from chat.models import Conversation, Message, ModelContext, Turn
+from chat.tool_calls import caller, calls_of, turn_id_of
 from tools import url_secrets
 from tools.models import Projection, Server, ToolCall, ToolResult, UiResource
 from tools.stored_result import JSONText, serialise
@@ -60,7 +61,7 @@ def exported_calls(conversation: Conversation):
     """Every call the conversation made (its replays are not part of it); their full results are
     read when the file is sent (`export_parts`), never here."""
     return (
-        ToolCall.objects.filter(conversation=conversation).exclude(origin=ToolCall.Origin.REPLAY)
+        calls_of(conversation).exclude(origin=ToolCall.Origin.REPLAY)
         .select_related("full_result", "projection", "model_context", "server").defer("full_result__raw")
         .order_by("queued_at", "pk")
     )
@@ -118,7 +119,7 @@ def export_conversation(conversation: Conversation, raw: Any = None) -> dict[str
         return {
             "id": str(call.pk), "server_name": call.server_name, "tool": call.tool_name, "origin": call.origin,
             "arguments": call.arguments, "is_app": call.is_app, "status": call.status, "error": call.error,
-            "llm_tool_call_id": call.llm_tool_call_id, "turn": turn_index.get(call.turn_id),
+            "llm_tool_call_id": call.llm_tool_call_id, "turn": turn_index.get(turn_id_of(call)),
             "queued_at": _iso(call.queued_at), "started_at": _iso(call.started_at), "finished_at": _iso(call.finished_at),
             "duration_ms": call.duration_ms,
             "full_result": None if result is None else {
@@ -476,7 +477,7 @@ def import_conversation(data: bytes | str, user) -> Conversation:
         calls: dict[str, ToolCall] = {}
         for c in content["calls"]:
             call = ToolCall(
-                id=uuid.uuid4(), conversation=conversation, turn=turns[c["turn"]] if c["turn"] is not None else None,
+                id=uuid.uuid4(), **caller(conversation, turns[c["turn"]] if c["turn"] is not None else None).row_fields(),
                 requested_by=user, origin=c["origin"], server=None, server_name=c["server_name"], tool_name=c["tool_name"],
                 llm_tool_call_id=c["llm_tool_call_id"], arguments=c["arguments"], is_app=c["is_app"], status=c["status"],
                 error=c["error"], started_at=c["started_at"], finished_at=c["finished_at"], duration_ms=c["duration_ms"],

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from chat.llm import credentials, describe_provider_error, load_litellm
 from chat.models import ProviderKey
+from chat.tool_calls import conversation_of
 from tools import events
 from tools.models import ServerRequest
 from tools.server_requests import publish_request
@@ -25,8 +26,15 @@ log = logging.getLogger(__name__)
 STOP_REASONS = {"stop": "endTurn", "length": "maxTokens", "content_filter": "endTurn", "tool_calls": "toolUse"}
 
 
+def queue_sampling(sender, server_request: ServerRequest, **kwargs) -> None:
+    """tools.signals.sampling_approved: run it in a worker (chat.tasks.run_sampling)."""
+    from chat.tasks import run_sampling
+
+    run_sampling.delay(str(server_request.pk))
+
+
 def _credentials(row: ServerRequest, model: str) -> dict[str, Any]:
-    conversation = row.tool_call.conversation if row.tool_call_id and row.tool_call.conversation_id else None
+    conversation = conversation_of(row.tool_call) if row.tool_call_id else None
     if conversation is not None:
         return credentials(conversation)
     answer = row.answer or {}
@@ -44,7 +52,7 @@ def _credentials(row: ServerRequest, model: str) -> dict[str, Any]:
 
 def run(server_request_id: str) -> str:
     """Generate the answer of an approved sampling request; returns the row's new status."""
-    row = ServerRequest.objects.select_related("tool_call__conversation").filter(pk=server_request_id).first()
+    row = ServerRequest.objects.select_related("tool_call").filter(pk=server_request_id).first()
     if row is None or row.status != ServerRequest.Status.GENERATING:
         return "skipped"
     answer = dict(row.answer or {})

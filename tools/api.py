@@ -8,13 +8,12 @@ from typing import Any, Literal
 from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import config_file, deadlines, stored_result
+from tools import callers, config_file, deadlines, stored_result
 from tools.calls import start_tool_call
 from tools.events import tool_call_json
 from tools.forms import ServerForm, form_data_from_json, masked
@@ -355,8 +354,8 @@ def servers_export(request: HttpRequest) -> JsonResponse:
 # --- a call while it runs: Cancel, log messages, what the server asks (tools/server_requests.py) ---------
 
 def own_calls(request: HttpRequest):
-    """Calls the user may act on (cancel, answer for): those they made and those of their conversations."""
-    return ToolCall.objects.filter(Q(requested_by=request.user) | Q(conversation__owner=request.user))
+    """Calls the user may act on (cancel, answer for): those they made and those of their callers (conversations)."""
+    return ToolCall.objects.acted_on_by(request.user)
 
 
 @api_view("POST")
@@ -392,7 +391,8 @@ def server_requests(request: HttpRequest) -> JsonResponse:
         qs = qs.filter(tool_call_id=request.GET["tool_call"])
     if request.GET.get("conversation"):
         try:
-            qs = qs.filter(tool_call__conversation_id=int(request.GET["conversation"]))
+            # The caller's ref (tools/callers.py): a conversation's calls carry its id.
+            qs = qs.filter(tool_call__context__refs__conversation_id=int(request.GET["conversation"]))
         except ValueError:
             raise ApiError("`conversation` must be a conversation id.") from None
     if request.GET.get("open") in ("1", "true", "yes"):
@@ -407,7 +407,7 @@ def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
     row = get_object_or_404(ServerRequest.objects.visible_to(request.user), pk=pk)
     data = server_request_json(row, detail=True)
     call = row.tool_call
-    data["conversation_model"] = call.conversation.model if call and call.conversation_id else None
+    data["conversation_model"] = (callers.model(call) or None) if call else None  # the caller's model
     return JsonResponse(data)
 
 
@@ -418,7 +418,7 @@ def server_request_answer(request: HttpRequest, pk) -> JsonResponse:
     from tools import input_rounds, server_requests
 
     row = get_object_or_404(ServerRequest.objects.filter(tool_call__in=own_calls(request).values("pk"))
-                            .select_related("tool_call__conversation"), pk=pk)
+                            .select_related("tool_call"), pk=pk)
     row = server_requests.answer(row, request.user, json_body(request))
     # A 2026-07-28 call rests while its round is open: the last answer queues its retry.
     input_rounds.resume_if_answered(row)

@@ -11,6 +11,7 @@ import uuid
 
 from django.db import transaction
 
+from tools.callers import Caller
 from tools.deadlines import resolve_timeout
 from tools.models import Server, Tool, ToolCall
 
@@ -18,12 +19,13 @@ log = logging.getLogger(__name__)
 
 
 def start_tool_call(
-    *, server: Server, tool_name: str, arguments: dict, origin: str, user, conversation=None, turn=None,
+    *, server: Server, tool_name: str, arguments: dict, origin: str, user, caller: Caller | None = None,
     llm_tool_call_id: str = "", replay_of: ToolCall | None = None, enqueue: bool = True, tool: Tool | None = None,
     timeout: float | None = None, view_call: ToolCall | None = None, as_task: bool = False,
 ) -> ToolCall:
     """Create the queued row and, unless the caller schedules it (a chat step's chord), enqueue
-    its task after commit. Pass `tool` when the caller has already looked it up.
+    its task after commit. Pass `tool` when the caller has already looked it up, and `caller`
+    when an app above tools started it (a conversation: tools/callers.py).
 
     `timeout` overrides the server's call timeout for this call (1 s up to MCP_MAX_CALL_TIMEOUT,
     else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/deadlines.py).
@@ -35,7 +37,7 @@ def start_tool_call(
     call = ToolCall.objects.create(
         task_mode=tool.task_mode(as_task) if tool is not None else "",
         server=server, server_name=server.name, tool_name=tool_name, arguments=arguments, origin=origin,
-        requested_by=user, conversation=conversation, turn=turn, llm_tool_call_id=llm_tool_call_id,
+        requested_by=user, llm_tool_call_id=llm_tool_call_id, **(caller or Caller()).row_fields(),
         is_app=bool(tool and tool.is_app), replay_of=replay_of, view_call=view_call, celery_task_id=str(uuid.uuid4()), timeout_s=timeout_s,
     )
     if enqueue:

@@ -18,7 +18,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 
-from tools import deadlines, events, input_rounds, remote, stored_result, tokens
+from tools import callers, deadlines, events, input_rounds, remote, stored_result, tokens
 from tools.connection import CallTimeout
 from tools.url_secrets import redact
 from tools.models import Projection, Server, ToolCall
@@ -78,7 +78,6 @@ def load(tool_call_id) -> ToolCall | None:
             tool_is_app=F("call_tool__is_app"),
             tool_policy=F("call_tool__projection_policy"),
             tool_output_schema=F("call_tool__output_schema"),
-            conversation_model=F("conversation__model"),
         )
         .filter(pk=tool_call_id)
         .first()
@@ -86,8 +85,8 @@ def load(tool_call_id) -> ToolCall | None:
 
 
 def token_model(call: ToolCall) -> str:
-    """The model whose tokenizer counts this call's tokens: its conversation's, else TOKEN_COUNT_MODEL."""
-    return call.conversation_model or tokens.default_model()
+    """The model whose tokenizer counts this call's tokens: its caller's (a conversation's), else TOKEN_COUNT_MODEL."""
+    return callers.model(call) or tokens.default_model()
 
 
 def _claim(tool_call_id) -> ToolCall | None:

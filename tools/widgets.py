@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
-from tools import stored_result
+from tools import callers, stored_result
 from tools.api import streamed, wait_for_worker
 from tools.calls import start_tool_call
 from tools.models import Server, Tool, ToolCall, UiResource
@@ -103,7 +103,7 @@ def tool_view(request: HttpRequest, pk: int, name: str) -> JsonResponse:
 
 def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: dict, context) -> dict[str, Any]:
     """What the widget host needs to mount a view (see static/js/app-view.js). `context`: the
-    view's stored model context (a chat.ModelContext, read through the call), or None."""
+    view's stored model context (a row of its caller's, read through the call), or None."""
     warning = ""
     mime_base = mime.split(";")[0].strip().lower()
     openai = bool(tool and tool.is_openai_widget) or mime == SKYBRIDGE_MIME
@@ -195,7 +195,7 @@ def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall
         raise ApiError(f"The tool {name!r} is not visible to apps (its visibility is {tool.visibility}).", status=403)
     call = start_tool_call(
         server=server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.WIDGET, user=request.user,
-        conversation=origin_call.conversation if origin_call else None, view_call=origin_call,
+        caller=callers.of_call(origin_call) if origin_call else None, view_call=origin_call,
     )
     # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is already enqueued.
     call = _wait_final(call)
