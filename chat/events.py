@@ -1,6 +1,6 @@
 """Chat's live events: their type names and the Channels group of a conversation.
 
-Why here: they are chat's, so chat names them (tools/events.py names the tool-call and server
+Why here: they are chat's, so chat names them (tools/runtime/events.py names the tool-call and server
 events, which chat's pages receive too through the group a conversation's calls carry in their
 caller context: chat/tool_calls.py).
 """

@@ -17,8 +17,8 @@ from chat import archive
 from chat.models import Conversation, Message, ModelContext
 from chat.tool_calls import calls_of
 from inspector.api import ApiError
-from tools.events import tool_call_json
-from tools import stored_result
+from tools.runtime.events import tool_call_json
+from tools.runtime import stored_result
 from tools.models import Server, Tool, ToolCall, UiResource
 
 

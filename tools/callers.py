@@ -9,7 +9,7 @@ row as plain columns (`owner`, `caller`) and one JSON (`context`), and tools rea
   "conversation:12". Tools never parses it.
 - `owner`: the user whose calls they are besides the one who asked (a conversation's owner):
   they may read and act on them (`ToolCallQuerySet.visible_to` / `acted_on_by`).
-- `model`: the model whose tokenizer counts the call's tokens (tools/tokens.py).
+- `model`: the model whose tokenizer counts the call's tokens (tools/mcp/tokens.py).
 - `groups`: the caller's Channels groups that hear the call's events too.
 - `refs`: ids the caller wants in the call's JSON (every event and API answer); a call started
   from this call's view (tools/widgets.py) keeps them. `local_refs`: the same, for this call

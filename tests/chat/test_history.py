@@ -20,7 +20,7 @@ from chat import history
 from chat.tool_calls import caller
 from chat.models import Conversation, Message, ModelContext
 from tests.helpers import refresh_tools, run_call, wait_for
-from tools import tokens
+from tools.mcp import tokens
 from tools.models import Projection, Server, Tool, ToolCall, ToolResult
 
 

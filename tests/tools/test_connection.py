@@ -1,4 +1,4 @@
-"""tools.connection against real MCP servers over stdio, Streamable HTTP and SSE.
+"""tools.mcp.connection against real MCP servers over stdio, Streamable HTTP and SSE.
 
 No Django: run with ``python -m pytest tests/tools/test_connection.py -p no:django``.
 """
@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.mcp_servers.launch import ServerProcess, free_port, server_path, start_server, wait_pid_gone  # noqa: E402
-from tools.connection import CallTimeout, Connection, ConnectionFailed, RemoteError, ServerConfig  # noqa: E402
+from tools.mcp.connection import CallTimeout, Connection, ConnectionFailed, RemoteError, ServerConfig  # noqa: E402
 
 # Every test here starts real MCP servers or workers of its own.
 pytestmark = pytest.mark.worker

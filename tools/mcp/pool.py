@@ -41,7 +41,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tools.connection import CallTimeout, Connection, ConnectionFailed, ServerConfig
+from tools.mcp.connection import CallTimeout, Connection, ConnectionFailed, ServerConfig
 
 __all__ = ["Pool", "get_pool", "reset_pool"]
 

@@ -10,10 +10,10 @@ Why this exists instead of using ``mcp.Client`` directly:
 * Failures become two exception types with messages a human can act on.
 
 How raw data is obtained: the transport's read/write streams are wrapped
-(``TapReader``/``TapWriter`` in tools/tap.py). Outgoing frames are the exact JSON the
+(``TapReader``/``TapWriter`` in tools/mcp/tap.py). Outgoing frames are the exact JSON the
 transports write (``model_dump(by_alias=True, exclude_unset=True)``). Incoming
 frames are the line parsed with ``json.loads`` for stdio (our own stdio transport,
-tools/stdio.py, which also gives us the child's pid and stderr), and the parsed envelope for
+tools/mcp/stdio.py, which also gives us the child's pid and stderr), and the parsed envelope for
 HTTP/SSE (``result``/``params``/``error.data`` are free-form dicts there, so nested
 unknown fields survive; unknown *envelope* keys next to ``jsonrpc``/``id`` would not).
 A method's raw result is matched to its request by JSON-RPC id: the request id
@@ -63,14 +63,12 @@ from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from tools import message_parsing
-from tools.stdio import InvalidFrame, RawSessionMessage, StdioProcess, StdioStartFailed, stdio_transport
-from tools.tap import SERVER_REQUESTS, Capture, TappedTransport, TapWriter, current_capture, current_tag, wire_json
-from tools.url_secrets import mask as mask_url
-from tools.lean_http import LeanTransport, forget, kept_result
-from tools.wire_result import LEAN_METHODS, WireResult
+from tools.mcp.stdio import InvalidFrame, RawSessionMessage, StdioProcess, StdioStartFailed, stdio_transport
+from tools.mcp.tap import SERVER_REQUESTS, Capture, TappedTransport, TapWriter, current_capture, current_tag, wire_json
+from tools.mcp.url_secrets import mask as mask_url
+from tools.mcp.lean_http import LeanTransport, forget, kept_result
+from tools.mcp.wire_result import LEAN_METHODS, WireResult
 
-message_parsing.install()
 
 __all__ = [
     "CallTimeout",
@@ -177,7 +175,7 @@ class ServerConfig:
     # Sent as logging/setLevel after a legacy handshake, stamped on each request on 2026-07-28. Not
     # in the fingerprint: a new level is applied on the live connection (Connection.set_log_level).
     log_level: str | None = None
-    # Each HTTP request carries the token BEARER_TOKENS holds for `key` (OAuth, tools/oauth.py): a
+    # Each HTTP request carries the token BEARER_TOKENS holds for `key` (OAuth, tools/runtime/oauth.py): a
     # refreshed token is used by the next request, with no new connection.
     bearer: bool = False
 
@@ -214,7 +212,7 @@ class ServerConfig:
 
 BEARER_TOKENS: dict[str, str] = {}
 """The current bearer token of each connection that takes one (``ServerConfig.bearer``), by its
-``key``: tools/oauth.py stores a fresh one before each use, every HTTP request reads it."""
+``key``: tools/runtime/oauth.py stores a fresh one before each use, every HTTP request reads it."""
 
 
 class _Bearer(httpx2.Auth):
@@ -284,7 +282,7 @@ class Connection:
         self._writer: TapWriter | None = None
         self._client_info = client_info
         self._client: Client | None = None
-        # The roots this server was last told of (tools/remote.py `run` announces a change).
+        # The roots this server was last told of (tools/runtime/remote.py `run` announces a change).
         self.roots_version: str | None = None
         self._owner: asyncio.Task[None] | None = None
         self._closing: anyio.Event | None = None
@@ -387,7 +385,7 @@ class Connection:
             logger.exception("on_frame callback raised")
 
     def _wants_lean(self, request_id: Any) -> bool:
-        """Whether a large answer to this request may be read lean (tools/wire_result.py): a tool
+        """Whether a large answer to this request may be read lean (tools/mcp/wire_result.py): a tool
         result someone awaits raw, which is only stored and projected, never shown whole here."""
         return request_id in self._captures and self._sent_methods.get(request_id) in LEAN_METHODS
 
@@ -405,7 +403,7 @@ class Connection:
         elif isinstance(message, JSONRPCResponse):
             # The SDK keeps a response's `result` as the plain JSON object it parsed: use it as
             # is (a big result is not copied again; unknown fields are in it).
-            # A large result read lean over HTTP arrives as a stand-in naming it (tools/lean_http.py).
+            # A large result read lean over HTTP arrives as a stand-in naming it (tools/mcp/lean_http.py).
             wire = {"jsonrpc": message.jsonrpc, "id": message.id, "result": kept_result(message.result, self._lean_kept)}
         else:
             wire = wire_json(message)
@@ -474,7 +472,7 @@ class Connection:
             self._session_gone = True
         if response.status_code in (401, 403):
             # The SDK turns it into "-32603 Server returned an error response"; the status matters
-            # (an OAuth token the server no longer takes: tools/oauth.py asks the user to sign in again),
+            # (an OAuth token the server no longer takes: tools/runtime/oauth.py asks the user to sign in again),
             # and so does the scope a 403 insufficient_scope asks for (a step-up sign-in).
             self._refused_auth = response.status_code
             self.needed_scope = extract_scope_from_www_auth(response) if response.status_code == 403 else None
@@ -871,7 +869,7 @@ class Connection:
                 try:
                     fallback = await send()
                 except (ValidationError, PydanticSerializationError, RuntimeError):
-                    # (A result read lean, tools/wire_result.py, holds values the SDK cannot dump.)
+                    # (A result read lean, tools/mcp/wire_result.py, holds values the SDK cannot dump.)
                     if capture.result is None:
                         raise
                     fallback = None
@@ -1032,7 +1030,7 @@ class Connection:
         Cancelling the awaiting task sends ``notifications/cancelled``.
 
         On a 2026-07-28 connection the result may be ``resultType: "input_required"``: it is
-        returned as it came (tools/input_rounds.py runs the rounds), and the retry passes
+        returned as it came (tools/runtime/input_rounds.py runs the rounds), and the retry passes
         ``input_responses`` and the ``request_state`` echoed verbatim.
 
         With ``task_ttl_ms`` (2025-11-25 tasks) the call is task-augmented: a server that takes it

@@ -7,12 +7,12 @@ server's poll interval (woken early by `notifications/tasks/status`), each new s
 in the row's history and sent to pages, the row's lease renewed so the sweep leaves a working
 task alone. Once the task ends, or needs input, `tasks/result` returns the CallToolResult; a
 server asks for a task's input (elicitation, sampling) on that request, and those requests
-reach the browser through the same cards as any call's (tools/server_requests.py). The result
-is stored and projected exactly as a plain call's (tools/pipeline.py), so history and replays
+reach the browser through the same cards as any call's (tools/runtime/server_requests.py). The result
+is stored and projected exactly as a plain call's (tools/runtime/pipeline.py), so history and replays
 do not change.
 
 A later delivery (the worker died) finds the task id on the row and follows the same task
-instead of starting the tool again. Cancel sends `tasks/cancel` (tools/live_calls.py).
+instead of starting the tool again. Cancel sends `tasks/cancel` (tools/runtime/live_calls.py).
 Tasks left the core protocol in 2026-07-28, so a modern connection calls the tool plainly.
 """
 
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from tools import deadlines, events
-from tools.connection import CallTimeout, RemoteError
+from tools.runtime import deadlines, events
+from tools.mcp.connection import CallTimeout, RemoteError
 from tools.models import ToolCall
 
 if TYPE_CHECKING:
-    from tools.connection import Connection
-    from tools.live_calls import LiveCall
+    from tools.mcp.connection import Connection
+    from tools.runtime.live_calls import LiveCall
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Ours, modelled on ``mcp.client.stdio``, because the SDK's hides the process (no 
 to a file) and parses lines before anyone can see the raw JSON. Here every stdout line is parsed
 once, keeping the exact object read (``RawSessionMessage.raw``) or saying why it is not JSON-RPC
 (``InvalidFrame``); stderr lines are kept (the last ``STDERR_LINES``) and reported; the pid and
-exit code stay readable (``StdioProcess``). tools/connection.py taps these streams like any
+exit code stay readable (``StdioProcess``). tools/mcp/connection.py taps these streams like any
 other transport's.
 """
 
@@ -27,10 +27,10 @@ from pydantic import ValidationError
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
-from tools.wire_result import lean_envelope
+from tools.mcp.wire_result import lean_envelope
 
 if TYPE_CHECKING:
-    from tools.connection import ServerConfig
+    from tools.mcp.connection import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def parse_line(line: str) -> SessionMessage | Exception:
 
 def lean_message(line: bytes | bytearray, lean_for: Callable[[Any], bool] | None) -> SessionMessage | None:
     """A large answer that `lean_for(its id)` wants, read lean, never decoded whole
-    (tools/wire_result.py); None for every other line (parse it as usual)."""
+    (tools/mcp/wire_result.py); None for every other line (parse it as usual)."""
     found = lean_envelope(line, lean_for) if lean_for is not None else None
     if found is None:
         return None

@@ -17,13 +17,13 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tools import events
-from tools.connection import CallTimeout, Connection, ConnectionFailed, RemoteError
+from tools.runtime import events
+from tools.mcp.connection import CallTimeout, Connection, ConnectionFailed, RemoteError
 from tools.models import ResourceSubscription, Server, Tool, parse_pool_key, pool_key
-from tools.oauth import authorized_config, refresh_after_401, rejected
-from tools.pool import Pool, get_pool
-from tools.rpclog import recorder
-from tools.url_secrets import redact
+from tools.runtime.oauth import authorized_config, refresh_after_401, rejected
+from tools.mcp.pool import Pool, get_pool
+from tools.runtime.rpclog import recorder
+from tools.mcp.url_secrets import redact
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,7 +93,7 @@ def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None
 
 
 def pool() -> Pool:
-    from tools.server_requests import handle
+    from tools.runtime.server_requests import handle
 
     return get_pool(on_frame=recorder(), on_notification=_on_notification, on_server_request=handle,
                     idle_timeout=settings.MCP_IDLE_TIMEOUT)
@@ -106,7 +106,7 @@ def roots_version(roots: Any) -> str:
 
 def config_for(server: Server, user_id: int | None = None):
     """The connection settings for `user_id`'s requests: on an OAuth server their own token and
-    connection (tools/oauth.py), else the server's one."""
+    connection (tools/runtime/oauth.py), else the server's one."""
     config = server.config()
     return authorized_config(server, config, user_id) if server.auth == "oauth" else config
 
