@@ -31,6 +31,7 @@ from django.utils.dateparse import parse_datetime
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
+from chat import settings_schema
 from chat.models import Conversation, Message, ModelContext, Turn
 from chat.tool_calls import caller, calls_of, turn_id_of
 from tools.mcp import url_secrets
@@ -222,6 +223,7 @@ def _text(max_length: int | None = None):
 
 
 Time = Annotated[StrictStr | None, AfterValidator(_iso_time)]
+_BLANK = AfterValidator(lambda v: v or "")  # null or missing: ""
 Count = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
 Number = StrictInt | StrictFloat
 
@@ -231,13 +233,15 @@ class _Part(BaseModel):
 
 
 class ConversationPart(_Part):
-    title: _text(200) = ""
-    model: Annotated[StrictStr, Field(max_length=200)]
-    system_prompt: _text(200_000) = ""
-    temperature: Annotated[Number, Field(ge=0, le=2)] | None = None
+    """The conversation's settings: the rules of chat/settings_schema.py, strict as the rest of the file."""
+
+    title: _text(settings_schema.TITLE_MAX_CHARS) = ""
+    model: settings_schema.ModelName
+    system_prompt: Annotated[settings_schema.SystemPrompt | None, _BLANK] = ""
+    temperature: settings_schema.Temperature | None = None
     created_at: Time = None
     id: Count | None = None
-    api_base: _text(500) = ""
+    api_base: Annotated[settings_schema.ApiBase | None, _BLANK] = ""
 
 
 class ToolPart(_Part):

@@ -12,9 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
-
-from chat.llm import credentials, describe_provider_error, load_litellm
+from chat.llm import completion_kwargs, credentials, describe_provider_error, load_litellm
 from chat.models import ProviderKey
 from chat.tool_calls import conversation_of
 from tools.runtime import events
@@ -59,13 +57,12 @@ def run(server_request_id: str) -> str:
     model = answer.get("model") or ""
     messages = [{"role": "system", "content": answer["system_prompt"]}] if answer.get("system_prompt") else []
     messages += [{"role": m["role"], "content": m["text"]} for m in answer.get("messages", [])]
-    kwargs: dict[str, Any] = {"model": model, "messages": messages, "timeout": settings.LLM_TIMEOUT,
-                              "num_retries": 0, "max_retries": 0, **_credentials(row, model)}
-    max_tokens = row.params.get("maxTokens")
-    if isinstance(max_tokens, int) and max_tokens > 0:
-        kwargs["max_tokens"] = max_tokens
-    if isinstance(row.params.get("temperature"), int | float):
-        kwargs["temperature"] = row.params["temperature"]
+    max_tokens, temperature = row.params.get("maxTokens"), row.params.get("temperature")
+    kwargs = completion_kwargs(
+        model, messages, _credentials(row, model),
+        max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
+        temperature=temperature if isinstance(temperature, int | float) else None,
+    )
     try:
         response = load_litellm().completion(**kwargs)
         choice = response.choices[0]
