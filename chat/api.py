@@ -13,7 +13,7 @@ from pydantic import Field
 from chat import agent, history, settings_schema, tasks
 from chat.models import Conversation, ReplayRun, Turn
 from chat.settings_schema import ConversationSettings
-from chat.tool_calls import calls_of
+from chat.tool_calls import calls_of, follow_model
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
 from tools.runtime.events import summary_queryset, tool_call_json
 from tools.models import Server
@@ -162,6 +162,8 @@ def conversation_detail(request: HttpRequest, pk: int) -> JsonResponse:
         conversation.save()
         if servers is not None:
             conversation.servers.set(servers)
+        if "model" in fields:
+            follow_model(conversation)
     active = conversation.active_turn()
     if active and tasks.check_turn(active):
         conversation.refresh_from_db()  # a page opened after a worker died must not show "thinking…" forever

@@ -50,6 +50,16 @@ def calls_of_turn(turn: Turn) -> QuerySet[ToolCall]:
     return calls_of(turn.conversation_id).filter(context__local_refs__turn_id=turn.pk)
 
 
+def follow_model(conversation: Conversation) -> int:
+    """After the conversation's model changed: its calls still running count their tokens, and
+    sample, with the new one (as when they read it through the foreign key). Returns how many."""
+    calls = list(calls_of(conversation).filter(status__in=ToolCall.ACTIVE).only("pk", "context"))
+    for call in calls:
+        call.context = {**(call.context or {}), "model": conversation.model}
+    ToolCall.objects.bulk_update(calls, ["context"])
+    return len(calls)
+
+
 def conversation_id_of(call: ToolCall) -> int | None:
     return ((call.context or {}).get("refs") or {}).get("conversation_id") if call.caller.startswith(KEY_PREFIX) else None
 

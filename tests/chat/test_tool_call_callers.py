@@ -154,3 +154,15 @@ def test_the_migration_moves_conversation_and_turn_into_the_caller_and_back():
         assert (restored[manual.pk].conversation_id, restored[manual.pk].turn_id) == (None, None)
     finally:
         _migrate(_latest())
+
+
+@pytest.mark.django_db
+def test_a_running_call_counts_with_the_model_its_conversation_changed_to(api, user):
+    conversation = Conversation.objects.create(owner=user, model="openai/gpt-4o-mini")
+    running = ToolCall.objects.create(tool_name="t", origin="llm", status="running", **caller(conversation).row_fields())
+    ended = ToolCall.objects.create(tool_name="t", origin="llm", status="succeeded", **caller(conversation).row_fields())
+    assert api.patch(f"/api/conversations/{conversation.pk}/", {"model": "anthropic/claude-x"}).status_code == 200
+    running.refresh_from_db()
+    ended.refresh_from_db()
+    assert running.context["model"] == "anthropic/claude-x" and ended.context["model"] == "openai/gpt-4o-mini"
+    assert running.context["groups"] == [f"conversation.{conversation.pk}"]  # the rest is kept
