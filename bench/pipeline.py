@@ -516,7 +516,7 @@ def run_one(args: argparse.Namespace) -> int:
 
         from inspector.models import ApiToken
         from tests.mcp_servers.launch import start_server
-        from tools.mcp.connection import ServerConfig
+        from tools.mcp.config import ServerConfig
         from tool_calls import bench_direct
 
         progress(f"{db}: data dir {data_dir}; migrating")

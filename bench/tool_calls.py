@@ -557,7 +557,7 @@ def main() -> int:
         from django.core.management import call_command
 
         from tests.mcp_servers.launch import start_server
-        from tools.mcp.connection import ServerConfig
+        from tools.mcp.config import ServerConfig
 
         progress(f"data dir {data_dir}; migrating")
         call_command("migrate", verbosity=0, interactive=False)

@@ -21,7 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx2  # noqa: E402
 
 from tools.mcp import oauth_flow
-from tools.mcp.connection import Connection, ConnectionFailed, ServerConfig  # noqa: E402
+from tools.mcp.config import ServerConfig  # noqa: E402
+from tools.mcp.connection import Connection  # noqa: E402
+from tools.mcp.errors import ConnectionFailed  # noqa: E402
 from tools.mcp.elicitation import with_defaults  # noqa: E402
 
 # Where an authorization server sends the browser back; the suite's approves at once and

@@ -7,8 +7,9 @@ import asyncio
 from channels.db import database_sync_to_async
 
 from inspector.consumers import GroupRelayConsumer
-from tools.runtime import events
+from tools.lookups import log_servers, reads_log
 from tools.models import Server, ToolCall
+from tools.runtime import events
 
 
 class RpcLogConsumer(GroupRelayConsumer):
@@ -19,7 +20,6 @@ class RpcLogConsumer(GroupRelayConsumer):
         return [events.RPC_LOG_GROUP]
 
     def _visible(self) -> set[int]:
-        from tools.views import log_servers
 
         return set(log_servers(self.scope["user"]).values_list("pk", flat=True))
 
@@ -37,7 +37,6 @@ class ServerConsumer(GroupRelayConsumer):
     `server.log` to those who read its log (tools/server_log.py)."""
 
     async def groups_for_user(self, user):
-        from tools.server_log import reads_log
 
         pk = self.scope["url_route"]["kwargs"]["pk"]
         server = await database_sync_to_async(lambda: Server.objects.visible_to(user).filter(pk=pk).first())()

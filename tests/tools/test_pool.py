@@ -24,7 +24,9 @@ if str(ROOT) not in sys.path:
 
 from tests.mcp_servers.launch import ServerProcess, free_port, pid_alive, server_path, start_server, wait_pid_gone  # noqa: E402
 from tools.mcp import pool as pool_module
-from tools.mcp.connection import CallTimeout, Connection, ConnectionFailed, ServerConfig  # noqa: E402
+from tools.mcp.config import ServerConfig  # noqa: E402
+from tools.mcp.connection import Connection  # noqa: E402
+from tools.mcp.errors import CallTimeout, ConnectionFailed  # noqa: E402
 from tools.mcp.pool import Pool, get_pool  # noqa: E402
 
 # Every test here starts real MCP servers or workers of its own.

@@ -284,7 +284,8 @@ def test_streamable_http_answers_near_and_over_1_mb_arrive_over_sse_and_nothing_
     import asyncio
 
     from tests.mcp_servers.launch import start_server
-    from tools.mcp.connection import Connection, ServerConfig
+    from tools.mcp.config import ServerConfig
+    from tools.mcp.connection import Connection
 
     server = start_server("basic.py", "http", "--legacy")  # the 2025-11-25 server answers calls as event streams
     try:

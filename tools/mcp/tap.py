@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp_types import JSONRPCRequest
-
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCRequest
 
 if TYPE_CHECKING:
     from tools.mcp.connection import Connection
@@ -32,9 +31,6 @@ current_capture: contextvars.ContextVar[Capture | None] = contextvars.ContextVar
 # The tag of the tools/call a task is running: a server request handled in that task's context
 # (transports that carry the sender's context) belongs to that call.
 current_tag: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_call_tag", default=None)
-SERVER_REQUESTS = ("elicitation/create", "sampling/createMessage", "roots/list")
-
-
 def wire_json(message: Any) -> dict[str, Any]:
     """The JSON object a transport writes for ``message`` (same dump as the SDK transports).
 
