@@ -15,6 +15,8 @@ class ChatConfig(AppConfig):
 
         callers.register_refs(*tool_calls.REF_NAMES)
         callers.register_visibility(tool_calls.shared_calls)
+        callers.register_link(tool_calls.link)
+        callers.register_view_state(tool_calls.view_state)
         post_delete.connect(tool_calls.delete_conversation_calls, sender=Conversation,
                             dispatch_uid="chat.delete_conversation_calls")
         signals.sampling_approved.connect(queue_sampling, dispatch_uid="chat.queue_sampling")

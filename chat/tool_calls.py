@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db.models import CharField, Q, QuerySet, Value
 from django.db.models.functions import Cast, Concat
+from django.urls import reverse
 
 from chat.events import conversation_group
-from chat.models import Conversation, Turn
+from chat.models import Conversation, ModelContext, Turn
 from tools.callers import Caller
 from tools.models import ToolCall
 
@@ -71,6 +72,17 @@ def turn_id_of(call: ToolCall) -> int | None:
 def conversation_of(call: ToolCall) -> Conversation | None:
     pk = conversation_id_of(call)
     return Conversation.objects.filter(pk=pk).first() if pk is not None else None
+
+
+def link(call: ToolCall) -> tuple[str, str] | None:
+    """Where the workbench links a conversation's call back to (registered with tools.callers)."""
+    pk = conversation_id_of(call)
+    return (reverse("chat_view", args=[pk]), "conversation") if pk is not None else None
+
+
+def view_state(call: ToolCall) -> dict[str, Any] | None:
+    """The model context a view of the call stored (registered with tools.callers: the view gets it back)."""
+    return ModelContext.objects.filter(tool_call=call).values("content", "structured", "widget_state").first()
 
 
 def _keys(conversations: QuerySet[Conversation]) -> QuerySet:

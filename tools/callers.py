@@ -32,6 +32,7 @@ from django.db.models import Q
 _visibility: list[Callable[[Any], Q]] = []
 _ref_names: list[str] = []
 _links: list[Callable[[Any], "tuple[str, str] | None"]] = []
+_view_states: list[Callable[[Any], "dict[str, Any] | None"]] = []
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,21 @@ def register_link(link: Callable[[Any], "tuple[str, str] | None"]) -> None:
 def link(call) -> tuple[str, str] | None:
     """Where the call's caller is shown (the workbench links to it), if a registered caller says."""
     for each in _links:
+        if (found := each(call)) is not None:
+            return found
+    return None
+
+
+def register_view_state(state: Callable[[Any], "dict[str, Any] | None"]) -> None:
+    """`state(call)` gives what the caller kept of the call's App view (a conversation's model
+    context: `content`, `structured`, `widget_state`), or None."""
+    if state not in _view_states:
+        _view_states.append(state)
+
+
+def view_state(call) -> dict[str, Any] | None:
+    """The state a registered caller kept of the call's view (the view gets it back when it mounts)."""
+    for each in _view_states:
         if (found := each(call)) is not None:
             return found
     return None

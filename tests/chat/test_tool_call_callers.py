@@ -166,3 +166,15 @@ def test_a_running_call_counts_with_the_model_its_conversation_changed_to(api, u
     ended.refresh_from_db()
     assert running.context["model"] == "anthropic/claude-x" and ended.context["model"] == "openai/gpt-4o-mini"
     assert running.context["groups"] == [f"conversation.{conversation.pk}"]  # the rest is kept
+
+
+@pytest.mark.django_db
+def test_the_workbench_links_a_conversations_call_back_to_its_conversation(client, user):
+    conversation = Conversation.objects.create(owner=user, model="m")
+    ours = ToolCall.objects.create(tool_name="t", origin="llm", requested_by=user, status="succeeded",
+                                   **caller(conversation).row_fields())
+    manual = ToolCall.objects.create(tool_name="t", origin="manual", requested_by=user, status="succeeded")
+    client.force_login(user)
+    link = f'href="/chat/{conversation.pk}/">conversation</a>'
+    assert link in client.get(f"/tool-calls/{ours.pk}/workbench/").content.decode()
+    assert ">conversation</a>" not in client.get(f"/tool-calls/{manual.pk}/workbench/").content.decode()
