@@ -146,7 +146,7 @@ async def resolved_user(request: HttpRequest):
     or the login check), else from the session (Django's async `auser`)."""
     user = request.user
     if isinstance(user, SimpleLazyObject) and user._wrapped is empty:
-        return await request.auser()
+        request.user = user = await request.auser()  # the view may read request.user on the loop
     return user
 
 

@@ -18,7 +18,7 @@ from tools import callers, config_file
 from tools.forms import ServerForm, form_data_from_json
 from tools.lookups import editable_server, own_calls, visible_server
 from tools.models import OAuthGrant, Server, ServerLogMessage, ServerRequest, ToolCall
-from tools.runtime import deadlines, lifecycle, stored_result, waits
+from tools.runtime import deadlines, lifecycle, stored_result
 from tools.runtime.events import pushes_result, tool_call_json
 from tools.runtime.lifecycle import start_tool_call
 from tools.runtime.server_requests import log_json, server_request_json
@@ -165,7 +165,7 @@ async def tool_call_create(request: HttpRequest, pk: int, name: str) -> HttpResp
     WS_INLINE_RESULT_MAX_BYTES, else `result_url`), else 202 as without. The wait holds no thread."""
     wait = _wait_seconds(request)
     call = await sync_to_async(_start_manual_call)(request, pk, name)
-    if wait and await waits.wait(waits.ended_key(call.pk), wait) is not None:
+    if wait and await lifecycle.wait_for_end(call.pk, wait):
         finished = await sync_to_async(_finished_call_answer)(call.pk)
         if finished is not None:
             return finished

@@ -11,11 +11,13 @@ tools/runtime/pipeline.py; what ends a stuck call is tools/runtime/sweep.py.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.db import transaction
@@ -36,6 +38,8 @@ EXECUTE = "tools.tasks.execute_tool_call"
 SERVER_ACTION = "tools.tasks.server_action"
 OAUTH_START = "tools.tasks.oauth_start"
 OAUTH_FINISH = "tools.tasks.oauth_finish"
+
+END_RECHECK = 1.0  # seconds between looks at the row while waiting for a call's end
 
 
 def start_tool_call(
@@ -128,6 +132,28 @@ def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
         events.publish_tool_call(events.TOOL_CALL_STATUS, c.pk)
         cancelled.append(str(c.pk))
     return cancelled
+
+
+async def wait_for_end(tool_call_id, timeout: float) -> bool:
+    """Wait, on the event loop (no thread held), until the call has ended or `timeout` passed; True if it ended.
+
+    The end is told on Redis (waits.ended_key, pushed with the call's final event); a second's
+    wait at a time, with a look at the row between, so an end whose notice was lost (a Redis
+    hiccup) is still seen within a second."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        remaining = deadline - loop.time()
+        if await waits.wait(waits.ended_key(tool_call_id), max(min(remaining, END_RECHECK), 0.001)) is not None:
+            return True
+        if await sync_to_async(_has_ended)(tool_call_id):
+            return True
+        if deadline - loop.time() <= 0:
+            return False
+
+
+def _has_ended(tool_call_id) -> bool:
+    return ToolCall.objects.filter(pk=tool_call_id, status__in=ToolCall.FINAL).exists()
 
 
 def ask_worker(server_id: int, action: str, params: dict[str, Any] | None, user_id: int | None, what: str,
