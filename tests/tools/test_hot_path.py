@@ -8,7 +8,6 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chat.models import Conversation
 from inspector.models import ApiToken
 from inspector.roles import VIEWER, is_viewer, set_role
 from tools.models import Server, Tool, ToolCall
@@ -17,18 +16,17 @@ from tools.runtime import pipeline
 pytestmark = pytest.mark.django_db
 
 
-def _call(server: Server, user, tool_name: str, conversation=None) -> ToolCall:
+def _call(server: Server, user, tool_name: str) -> ToolCall:
     return ToolCall.objects.create(server=server, server_name=server.name, tool_name=tool_name, arguments={"text": "é"},
-                                   origin=ToolCall.Origin.MANUAL, requested_by=user, conversation=conversation, timeout_s=7)
+                                   origin=ToolCall.Origin.MANUAL, requested_by=user, timeout_s=7)
 
 
-def test_load_reads_the_call_its_tool_its_conversation_and_its_server_in_two_queries(user):
+def test_load_reads_the_call_its_tool_and_its_server_in_two_queries(user):
     server = Server.objects.create(name="s", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
     Tool.objects.create(server=server, name="echo", output_schema={"type": "object", "required": ["x"]},
                         is_app=True, projection_policy="strict")
     Tool.objects.create(server=server, name="other", is_app=False)
-    conversation = Conversation.objects.create(owner=user, model="openai/gpt-4o-mini")
-    call = _call(server, user, "echo", conversation)
+    call = _call(server, user, "echo")
 
     with CaptureQueriesContext(connection) as queries:
         loaded = pipeline.load(str(call.pk))
@@ -38,7 +36,6 @@ def test_load_reads_the_call_its_tool_its_conversation_and_its_server_in_two_que
     assert loaded.queued_at == call.queued_at and loaded.timeout_s == 7
     assert loaded.tool_output_schema == {"type": "object", "required": ["x"]}
     assert bool(loaded.tool_is_app) is True and loaded.tool_policy == "strict"
-    assert loaded.conversation_model == "openai/gpt-4o-mini"
 
 
 def test_load_of_a_call_whose_tool_is_gone_or_which_does_not_exist(user):
@@ -46,7 +43,6 @@ def test_load_of_a_call_whose_tool_is_gone_or_which_does_not_exist(user):
     call = _call(server, user, "vanished")
     loaded = pipeline.load(call.pk)
     assert loaded.tool_output_schema is None and not loaded.tool_is_app and loaded.tool_policy is None
-    assert loaded.conversation_model is None
     assert pipeline.load("00000000-0000-0000-0000-000000000000") is None
 
 

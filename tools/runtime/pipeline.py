@@ -20,6 +20,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, Q
 from django.utils import timezone
 
+from tools import callers
 from tools.mcp import tokens
 from tools.mcp.errors import CallTimeout
 from tools.mcp.url_secrets import redact
@@ -67,7 +68,7 @@ class CallInProgress(Exception):
 
 
 def load(tool_call_id) -> ToolCall | None:
-    """The call, its server and what the pipeline needs of its tool and conversation.
+    """The call, its server and what the pipeline needs of its tool.
 
     Written as SQL through Django's connection (issue 31.3): the ORM compiled its version of this
     query (a FilteredRelation join on (server, name)) on every call, and that was the worker's
@@ -81,7 +82,7 @@ def load(tool_call_id) -> ToolCall | None:
         return None
     if isinstance(call.tool_output_schema, (str, bytes)):  # an extra column: no JSON field converts it
         call.tool_output_schema = json.loads(call.tool_output_schema)
-    server = Server.objects.filter(pk=call.server_id).first() if call.server_id else None
+    server = Server.objects.filter(pk=call.server_id).order_by("pk").first() if call.server_id else None
     ToolCall.server.field.set_cached_value(call, server)
     return call
 
@@ -89,7 +90,7 @@ def load(tool_call_id) -> ToolCall | None:
 @functools.cache
 def _load_sql() -> str:
     """The SELECT of `load`, built once from the models' own table and column names."""
-    c, t, v = ToolCall._meta, Tool._meta, ToolCall._meta.get_field("conversation").related_model._meta
+    c, t = ToolCall._meta, Tool._meta
 
     def col(meta, name: str) -> str:
         return connection.ops.quote_name(meta.get_field(name).column)
@@ -98,17 +99,16 @@ def _load_sql() -> str:
     columns = ", ".join(f"c.{q(f.column)}" for f in c.concrete_fields)
     return (
         f"SELECT {columns}, t.{col(t, 'is_app')} AS tool_is_app, t.{col(t, 'projection_policy')} AS tool_policy, "
-        f"t.{col(t, 'output_schema')} AS tool_output_schema, v.{col(v, 'model')} AS conversation_model "
+        f"t.{col(t, 'output_schema')} AS tool_output_schema "
         f"FROM {q(c.db_table)} c "
         f"LEFT JOIN {q(t.db_table)} t ON t.{col(t, 'server')} = c.{col(c, 'server')} AND t.{col(t, 'name')} = c.{col(c, 'tool_name')} "
-        f"LEFT JOIN {q(v.db_table)} v ON v.{q(v.pk.column)} = c.{col(c, 'conversation')} "
         f"WHERE c.{q(c.pk.column)} = %s"
     )
 
 
 def token_model(call: ToolCall) -> str:
-    """The model whose tokenizer counts this call's tokens: its conversation's, else TOKEN_COUNT_MODEL."""
-    return call.conversation_model or tokens.default_model()
+    """The model whose tokenizer counts this call's tokens: its caller's (a conversation's), else TOKEN_COUNT_MODEL."""
+    return callers.model(call) or tokens.default_model()
 
 
 def _claim(tool_call_id) -> ToolCall | None:
