@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import redis
 from django.conf import settings
@@ -21,6 +22,14 @@ from django.db import close_old_connections
 log = logging.getLogger(__name__)
 
 _started = threading.Event()
+# Sweeps other apps add (evals/tasks.py), so chat never imports the apps built on it.
+_registered: list[tuple[str, Callable[[], object]]] = []
+
+
+def register(name: str, fn: Callable[[], object]) -> None:
+    """Add an idempotent sweep `fn` to every pass (once per name)."""
+    if all(n != name for n, _ in _registered):
+        _registered.append((name, fn))
 
 
 def sweep_once() -> None:
@@ -31,7 +40,7 @@ def sweep_once() -> None:
     from tools.sweep import sweep_calls
 
     for name, fn in (("tool calls", sweep_calls), ("turns", close_stale_turns), ("replay runs", resume_stalled_runs),
-                     ("live replay runs", resume_stalled_live_runs)):
+                     ("live replay runs", resume_stalled_live_runs), *_registered):
         try:
             fn()
         except Exception:  # noqa: BLE001 - the next pass tries again
