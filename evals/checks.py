@@ -31,6 +31,14 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
+def _compile(pattern: str) -> None:
+    """ValueError (which pydantic reports with the field's place) for a pattern that does not compile."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression /{pattern}/: {exc}") from None
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -45,11 +53,14 @@ class ArgumentMatcher(Strict):
         if self.op == "regex":
             if not isinstance(self.value, str):
                 raise ValueError("a regex matcher's value must be a string")
-            re.compile(self.value)
+            _compile(self.value)
         if self.op == "schema":
             if not isinstance(self.value, dict):
                 raise ValueError("a schema matcher's value must be a JSON Schema object")
-            jsonschema.validators.validator_for(self.value).check_schema(self.value)
+            try:
+                jsonschema.validators.validator_for(self.value).check_schema(self.value)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
         return self
 
 
@@ -86,7 +97,7 @@ class Expectations(Strict):
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
         for p in patterns:
-            re.compile(p)
+            _compile(p)
         return patterns
 
 
@@ -106,8 +117,6 @@ def parse(data: Any) -> Expectations:
             where = ".".join(str(p) for p in error["loc"]) or "expectations"
             problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
         raise ExpectationError("; ".join(problems)) from None
-    except (re.error, jsonschema.SchemaError) as exc:
-        raise ExpectationError(f"expectations: {exc}") from None
 
 
 @dataclass
