@@ -8,7 +8,8 @@ multi-turn case, hands ended attempts to `grade_attempt` (its own task: a judge 
 seconds), starts pending attempts within the run's per-provider limit, and reschedules itself.
 The run row holds a `tick`: an advance holding an older tick is a duplicate (a redelivery, or
 the sweep's resend) and does nothing, so one chain moves each run. A chain that was lost (its
-worker died with the countdown task) is sent again by the sweep (`resume_stalled_runs`).
+worker died with the countdown task) is sent again by the sweep (`resume_stalled_runs`) after
+EVALS_STALL_SECONDS; an attempt whose grading was lost is graded again after EVALS_REGRADE_SECONDS.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ from tools.models import Server
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
-STALL_SECONDS = 30  # a running run whose chain has not moved for this long is sent again
-REGRADE_SECONDS = 120  # an attempt left "evaluating" this long (its worker died) is graded again
 
 
 class RunError(ValueError):
@@ -152,7 +151,7 @@ def advance(run_id: int, tick: int) -> str:
         for a in attempts:
             if a.status == Attempt.Status.RUNNING:
                 _move_on(a, now)
-            elif a.status == Attempt.Status.EVALUATING and now - a.updated_at > timedelta(seconds=REGRADE_SECONDS):
+            elif a.status == Attempt.Status.EVALUATING and now - a.updated_at > timedelta(seconds=settings.EVALS_REGRADE_SECONDS):
                 Attempt.objects.filter(pk=a.pk).update(updated_at=now)
                 transaction.on_commit(lambda pk=a.pk: send_grade(pk))
         _start_pending(run, attempts)
@@ -242,7 +241,9 @@ def _cancel(run: Run, attempts: list[Attempt]) -> None:
             turn = a.conversation.active_turn()
             if turn is not None:
                 transaction.on_commit(lambda t=turn: agent.stop_turn(t))
-        _set(a, status=Attempt.Status.CANCELLED, finished_at=now)
+        # Conditional: a grading that just ended keeps its verdict.
+        Attempt.objects.filter(pk=a.pk).exclude(status__in=Attempt.FINAL).update(
+            status=Attempt.Status.CANCELLED, finished_at=now, updated_at=now)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED, finished_at=now, summary=summarize(run))
 
 
@@ -328,7 +329,7 @@ def summarize(run: Run) -> dict[str, Any]:
 
 def resume_stalled_runs() -> int:
     """The sweep's part: a running run whose chain has not moved for STALL_SECONDS is sent again."""
-    quiet = timezone.now() - timedelta(seconds=STALL_SECONDS)
+    quiet = timezone.now() - timedelta(seconds=settings.EVALS_STALL_SECONDS)
     runs = list(Run.objects.filter(status=Run.Status.RUNNING, updated_at__lt=quiet).values_list("pk", "tick"))
     for pk, tick in runs:
         send_advance(pk, tick)
@@ -337,7 +338,7 @@ def resume_stalled_runs() -> int:
 
 def resume_if_stalled(run: Run) -> None:
     """For the CLI and pages that watch a run: nudge a run whose chain was lost."""
-    if run.status == Run.Status.RUNNING and timezone.now() - run.updated_at > timedelta(seconds=STALL_SECONDS):
+    if run.status == Run.Status.RUNNING and timezone.now() - run.updated_at > timedelta(seconds=settings.EVALS_STALL_SECONDS):
         send_advance(run.pk, run.tick)
 
 
