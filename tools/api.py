@@ -14,12 +14,13 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import config_file, deadlines, stored_result
-from tools.calls import start_tool_call
-from tools.events import tool_call_json
+from tools import config_file
+from tools.runtime import deadlines, stored_result
+from tools.runtime.lifecycle import start_tool_call
+from tools.runtime.events import tool_call_json
 from tools.forms import ServerForm, form_data_from_json, masked
 from tools.models import OAuthFlow, OAuthGrant, Server, ServerLogMessage, ServerRequest, Tool, ToolCall
-from tools.url_secrets import MASK
+from tools.mcp.url_secrets import MASK
 
 
 def server_json(server: Server) -> dict[str, Any]:
@@ -122,7 +123,7 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @api_view("POST")
 def server_refresh(request: HttpRequest, pk: int) -> JsonResponse:
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     server = visible_server(request, pk)
     answer = wait_for_worker(server_action.delay(server.pk, "refresh", {"reconnect": True}, request.user.pk), "the refresh")
@@ -189,7 +190,7 @@ def oauth_sign_in(request: HttpRequest, pk: int) -> JsonResponse:
     """Begin the user's sign-in: where to send the browser (a worker did the discovery)."""
     from django.urls import reverse
 
-    from tools.tasks import oauth_start
+    from tools.runtime.tasks import oauth_start
 
     server = visible_server(request, pk)
     if server.auth != "oauth":
@@ -213,7 +214,7 @@ def oauth_sign_out(request: HttpRequest, pk: int) -> JsonResponse:
 def complete(request: HttpRequest, pk: int) -> JsonResponse:
     """Suggestions for a prompt argument or a resource-template variable (empty when the server
     does not offer completions: the page shows none, quietly)."""
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     server = visible_server(request, pk)
     body = parse_body(request, CompleteBody)
@@ -281,7 +282,7 @@ def tool_call_detail(request: HttpRequest, pk) -> HttpResponse:
 
 
 def streamed(stored: stored_result.StoredResult, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
-    """An answer carrying a stored result, sent in pieces as it is read (tools/stored_result.py)."""
+    """An answer carrying a stored result, sent in pieces as it is read (tools/runtime/stored_result.py)."""
     content = stored_result.ResultBody(stored, prefix, suffix)
     response = StreamingHttpResponse(content, content_type="application/json")  # Django will call content.close()
     response["Content-Length"] = str(content.content_length())
@@ -293,7 +294,7 @@ def streamed(stored: stored_result.StoredResult, prefix: str = "", suffix: str =
 def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
     """The full result exactly as stored (`ToolResult.raw`), streamed, for pages and App views.
 
-    The database hands back the column's JSON text in pieces (tools/stored_result.py), so a
+    The database hands back the column's JSON text in pieces (tools/runtime/stored_result.py), so a
     result of any size is neither parsed nor held whole here; events only say how big it is.
     """
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk", "status"), pk=pk)
@@ -307,7 +308,7 @@ def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
 def tool_call_result_preview(request: HttpRequest, pk) -> JsonResponse:
     """The first RESULT_PREVIEW_BYTES of the full result as stored (`text`, cut before a character
     it would split), its size, and whether that is all of it: what a page shows of a big result,
-    read without the rest (tools/stored_result.py `head`); the whole is at `result_url`."""
+    read without the rest (tools/runtime/stored_result.py `head`); the whole is at `result_url`."""
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk", "status"), pk=pk)
     shown = stored_result.head(call.pk, settings.RESULT_PREVIEW_BYTES)
     if shown is None:
@@ -352,7 +353,7 @@ def servers_export(request: HttpRequest) -> JsonResponse:
     return response
 
 
-# --- a call while it runs: Cancel, log messages, what the server asks (tools/server_requests.py) ---------
+# --- a call while it runs: Cancel, log messages, what the server asks (tools/runtime/server_requests.py) ---------
 
 def own_calls(request: HttpRequest):
     """Calls the user may act on (cancel, answer for): those they made and those of their conversations."""
@@ -362,7 +363,7 @@ def own_calls(request: HttpRequest):
 @api_view("POST")
 def tool_call_cancel(request: HttpRequest, pk) -> JsonResponse:
     """Cancel a queued or running call: the server is sent notifications/cancelled; the call ends `cancelled`."""
-    from tools.live_calls import cancel_calls
+    from tools.runtime.live_calls import cancel_calls
 
     call = get_object_or_404(own_calls(request).only("pk", "status", "celery_task_id"), pk=pk)
     if call.is_final:
@@ -375,7 +376,7 @@ def tool_call_cancel(request: HttpRequest, pk) -> JsonResponse:
 @api_view("GET")
 def tool_call_logs(request: HttpRequest, pk) -> JsonResponse:
     """The server's log messages (notifications/message) received during the call."""
-    from tools.server_requests import log_json
+    from tools.runtime.server_requests import log_json
 
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk"), pk=pk)
     rows = ServerLogMessage.objects.filter(tool_call=call).order_by("at", "id")[:1000]
@@ -385,7 +386,7 @@ def tool_call_logs(request: HttpRequest, pk) -> JsonResponse:
 @api_view("GET")
 def server_requests(request: HttpRequest) -> JsonResponse:
     """Server requests of the user's calls: `?tool_call=<id>`, `?conversation=<id>`, `?open=1`."""
-    from tools.server_requests import server_request_json
+    from tools.runtime.server_requests import server_request_json
 
     qs = ServerRequest.objects.visible_to(request.user)
     if request.GET.get("tool_call"):
@@ -402,7 +403,7 @@ def server_requests(request: HttpRequest) -> JsonResponse:
 
 @api_view("GET")
 def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
-    from tools.server_requests import server_request_json
+    from tools.runtime.server_requests import server_request_json
 
     row = get_object_or_404(ServerRequest.objects.visible_to(request.user), pk=pk)
     data = server_request_json(row, detail=True)
@@ -415,7 +416,7 @@ def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
 def server_request_answer(request: HttpRequest, pk) -> JsonResponse:
     """The user's answer: elicitation `{action: accept|decline|cancel, content?}`; sampling
     `{action: approve, messages, model?, api_base?}`, then `{action: send, text?}`, or `{action: reject}`."""
-    from tools import input_rounds, server_requests
+    from tools.runtime import input_rounds, server_requests
 
     row = get_object_or_404(ServerRequest.objects.filter(tool_call__in=own_calls(request).values("pk"))
                             .select_related("tool_call__conversation"), pk=pk)

@@ -7,7 +7,7 @@ import asyncio
 from channels.db import database_sync_to_async
 
 from inspector.consumers import GroupRelayConsumer
-from tools import events
+from tools.runtime import events
 from tools.models import Server, ToolCall
 
 
@@ -56,7 +56,7 @@ class ToolCallConsumer(GroupRelayConsumer):
     """Status and result of one tool call; on connect, its stored state at once.
 
     Like the live event, the catch-up `tool_call.result` carries the full result when it is
-    small enough to push (tools/events.py), else only its `result_url`.
+    small enough to push (tools/runtime/events.py), else only its `result_url`.
     A published event can be lost (publishing never fails the work that produced it; a Redis
     hiccup drops it), so while the call is not final the socket also looks at the database
     every RECHECK_SECONDS and sends the result itself if the event has not come: a socket

@@ -4,7 +4,7 @@ applies on the live connection (`logging/setLevel` on 2025-11-25, the per-reques
 2026-07-28), never reconnecting.
 
 The messages are the ServerLogMessage rows the worker stores as they arrive
-(tools/server_requests.py). Like the JSON-RPC log they may carry any user's arguments, so the
+(tools/runtime/server_requests.py). Like the JSON-RPC log they may carry any user's arguments, so the
 panel is its owner's (and superusers').
 """
 
@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 from inspector.api import ApiError, Body, api_view, parse_body
 from tools.api import visible_server, wait_for_worker
 from tools.models import LogLevel, Server, ServerLogMessage
-from tools.server_requests import log_json
+from tools.runtime.server_requests import log_json
 
 # How many of the latest messages the page opens with (and a catch-up answers at most).
 SHOWN = 500
@@ -65,7 +65,7 @@ class LevelBody(Body):
 def log_level(request: HttpRequest, pk: int) -> JsonResponse:
     """{level}: the level the server logs at, applied on a worker's live connection now (the
     others at their next use) and kept on the server."""
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     server = visible_server(request, pk)
     if not reads_log(request.user, server):

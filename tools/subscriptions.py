@@ -1,7 +1,7 @@
 """Resource subscriptions from a resource page (issue 28.3): Subscribe and Unsubscribe.
 
 A subscription is a row (ResourceSubscription) first; a worker's connection to the server then
-subscribes to what the rows hold (tools/remote.py `_settle`: `resources/subscribe` on 2025-11-25,
+subscribes to what the rows hold (tools/runtime/remote.py `_settle`: `resources/subscribe` on 2025-11-25,
 `subscriptions/listen` on 2026-07-28), and every worker's connection catches up at its next use.
 Updates reach the page over the server's socket (`resource.updated`, /ws/servers/{id}/).
 """
@@ -33,7 +33,7 @@ def how(server: Server) -> str:
 
 
 def _connection_state(request: HttpRequest, server: Server) -> dict:
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     return wait_for_worker(server_action.delay(server.pk, "subscriptions", {}, request.user.pk), "the subscription")
 

@@ -1,4 +1,4 @@
-"""Server registry and inspector pages. MCP traffic is delegated to workers (tools.tasks)."""
+"""Server registry and inspector pages. MCP traffic is delegated to workers (tools.runtime.tasks)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from inspector.api import ApiError
-from tools import config_file, rpclog
+from tools import config_file
+from tools.runtime import rpclog
 from tools.api import editable_server, oauth_json, tool_json, visible_server, wait_for_worker
-from tools.deadlines import max_timeout, shown_timeout
+from tools.runtime.deadlines import max_timeout, shown_timeout
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
-from tools.events import tool_call_json
+from tools.runtime.events import tool_call_json
 from tools.widgets import view_tools
 from tools.models import OAuthFlow, ResourceSubscription, RpcFrame, Server, Tool, ToolCall
 
@@ -32,7 +33,7 @@ REFRESH_SESSION_KEY = "server_refresh_pending"
 
 def _ask_worker(request: HttpRequest, server: Server, action: str, params: dict | None = None) -> dict:
     """Ask a worker on the user's behalf (their own sign-in on an OAuth server)."""
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     try:
         return wait_for_worker(server_action.delay(server.pk, action, params or {}, request.user.pk), action.replace("_", " "))
@@ -62,7 +63,7 @@ def _form_page(request: HttpRequest, instance: Server | None) -> HttpResponse:
                 server.last_error = ""
             server.save()
             if server.enabled:
-                from tools.tasks import server_action
+                from tools.runtime.tasks import server_action
 
                 request.session[REFRESH_SESSION_KEY] = {"pk": server.pk, "since": timezone.now().isoformat()}
                 server_action.delay(server.pk, "refresh", {"reconnect": True}, request.user.pk)
@@ -141,7 +142,7 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
     """Where an authorization server sends the browser back: the code becomes the user's tokens
     (a worker swaps it), then the server page says how it went. Only the user who started the
     sign-in can finish it."""
-    from tools.tasks import oauth_finish
+    from tools.runtime.tasks import oauth_finish
 
     flow = OAuthFlow.objects.select_related("server").filter(state=request.GET.get("state", "")[:100], user=request.user).first()
     if flow is None:

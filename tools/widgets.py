@@ -17,9 +17,9 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
-from tools import stored_result
+from tools.runtime import stored_result
 from tools.api import streamed, wait_for_worker
-from tools.calls import start_tool_call
+from tools.runtime.lifecycle import start_tool_call
 from tools.models import Server, Tool, ToolCall, UiResource
 
 APP_MIME = "text/html;profile=mcp-app"
@@ -48,7 +48,7 @@ def _html_of(content: dict) -> str:
 def fetch_ui_resource(server: Server, uri: str, user_id: int | None = None) -> UiResource:
     """Read the view through a worker (resources/read, as `user_id` on an OAuth server), cached
     per server and URI."""
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     cached = UiResource.objects.filter(server=server, uri=uri).first()
     if cached:
@@ -214,7 +214,7 @@ def resources_read(request: HttpRequest, pk) -> JsonResponse:
 
 
 def _view_resources_read(request: HttpRequest, server: Server) -> JsonResponse:
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     uri = parse_body(request, ReadBody).uri
     answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}, request.user.pk), "resources/read")

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from chat import history
 from chat.models import Conversation, Message, ModelContext
 from tests.helpers import refresh_tools, run_call, wait_for
-from tools import tokens
+from tools.mcp import tokens
 from tools.models import Projection, Server, Tool, ToolCall, ToolResult
 
 

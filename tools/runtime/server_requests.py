@@ -3,7 +3,7 @@
 Every request becomes a `ServerRequest` row. On a legacy connection the request arrives inside
 a live `tools/call` on the worker's pooled connection (`handle`, awaited on the pool's loop):
 the row is stored, a small `server_request.created` event goes to the call's and conversation's
-groups, and the worker waits on Redis (tools/waits.py) for the answer, never longer than the
+groups, and the worker waits on Redis (tools/runtime/waits.py) for the answer, never longer than the
 call's remaining time. The browser answers through the API (`answer`), which stores the answer
 and pushes it to Redis. A timeout or a closed page ends an elicitation with `cancel` and a
 sampling with a clear error, so no worker ever hangs. `roots/list` is answered at once from the
@@ -16,7 +16,7 @@ a request that cannot be tied to one tool call.
 
 The 2026-07-28 multi round-trip input (a call that rests as `input_required`, no worker
 waiting) reuses the rows (`protocol`, `round`, `input_key`), the checks, the JSON shape and
-`answer`; tools/input_rounds.py stores its rounds and queues the retry once they are answered.
+`answer`; tools/runtime/input_rounds.py stores its rounds and queues the retry once they are answered.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from django.utils import timezone
 
 from inspector.api import ApiError
 from inspector.events import publish
-from tools import events, waits
-from tools.connection import RemoteError
-from tools.elicitation import answer_problems, describe_problems, with_defaults
+from tools.runtime import events, waits
+from tools.mcp.errors import RemoteError
+from tools.mcp.elicitation import answer_problems, describe_problems, with_defaults
 from tools.models import LogLevel, Server, ServerLogMessage, ServerRequest, ToolCall, parse_pool_key
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ async def _db(fn, *args):
 
 async def handle(config, method: str, params: dict[str, Any], tag: Any) -> dict[str, Any]:
     """The pool's `on_server_request`: store, show, wait, answer (see the module docstring)."""
-    from tools.live_calls import LiveCall
+    from tools.runtime.live_calls import LiveCall
 
     server_id = parse_pool_key(config.key)[0]
     live = tag if isinstance(tag, LiveCall) else None

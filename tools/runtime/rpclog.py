@@ -16,8 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections
 
-from tools.events import RPC_LOG_GROUP as LOG_GROUP
-from tools.frames import for_storage
+from tools.runtime.events import RPC_LOG_GROUP as LOG_GROUP
+from tools.mcp.frames import for_storage
 
 log = logging.getLogger(__name__)
 

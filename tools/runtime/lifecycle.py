@@ -11,7 +11,7 @@ import uuid
 
 from django.db import transaction
 
-from tools.deadlines import resolve_timeout
+from tools.runtime.deadlines import resolve_timeout
 from tools.models import Server, Tool, ToolCall
 
 log = logging.getLogger(__name__)
@@ -26,9 +26,9 @@ def start_tool_call(
     its task after commit. Pass `tool` when the caller has already looked it up.
 
     `timeout` overrides the server's call timeout for this call (1 s up to MCP_MAX_CALL_TIMEOUT,
-    else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/deadlines.py).
+    else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/runtime/deadlines.py).
     `as_task` sends it as an MCP task when the tool allows one (one it requires always is:
-    tools/task_calls.py)."""
+    tools/runtime/task_calls.py)."""
     timeout_s = resolve_timeout(server, timeout)
     if tool is None and origin != ToolCall.Origin.VIEW:  # a view's own tool is not the server's namesake
         tool = Tool.objects.filter(server=server, name=tool_name).only("is_app", "definition").first()
@@ -54,12 +54,12 @@ class _Sent:
 
 def dispatch(tool_call_id, task_id: str) -> bool:
     """Send the call's task to the broker. A broker that is down loses nothing: the call stays
-    `queued` and the sweep (tools/sweep.py) sends it again.
+    `queued` and the sweep (tools/runtime/sweep.py) sends it again.
 
     No result is stored: nothing reads it (the rows are the result; a chat step's calls are
     sent by its chord, which keeps theirs), and storing it costs the worker and Redis a write."""
     from inspector.celery import app
-    from tools.tasks import execute_tool_call
+    from tools.runtime.tasks import execute_tool_call
 
     try:
         app.send_task(execute_tool_call.name, args=[str(tool_call_id)], task_id=task_id, ignore_result=True,

@@ -1,5 +1,5 @@
-"""The MCP authorization flow's HTTP steps, Django-free (like tools/connection.py): used by the
-workers through tools/oauth.py, and by the conformance client (conformance/client.py).
+"""The MCP authorization flow's HTTP steps, Django-free (like tools/mcp/connection.py): used by the
+workers through tools/runtime/oauth.py, and by the conformance client (conformance/client.py).
 
 Split where a person acts: `begin` (discovery, the client, PKCE, the authorization URL), then,
 once the browser comes back with a code, `exchange_code`; later `refresh`. Built from the `mcp`
@@ -32,7 +32,7 @@ from mcp.client.auth.utils import (
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
-from tools.url_secrets import mask as mask_url
+from tools.mcp.url_secrets import mask as mask_url
 
 HTTP_TIMEOUT = 15.0
 EXCERPT = 4000  # characters of an HTTP answer kept per step

@@ -4,7 +4,7 @@ On a 2026-07-28 connection a server does not send elicitation, sampling or roots
 its own: it answers `tools/call` with `resultType: "input_required"`, its `inputRequests` and an
 opaque `requestState`, and the client calls again with `inputResponses` and the state echoed
 verbatim. Here that becomes the same `ServerRequest` rows, events, cards and answer API as a
-legacy server's requests (tools/server_requests.py), with one difference: no worker waits.
+legacy server's requests (tools/runtime/server_requests.py), with one difference: no worker waits.
 
 - The worker stores the round (`store_round`): one row per request (`protocol` input_required,
   `round`, `input_key`); roots are answered at once from the server's settings; a request the
@@ -17,7 +17,7 @@ legacy server's requests (tools/server_requests.py), with one difference: no wor
   protocol has no error answer inside `inputResponses`); an elicitation's decline or cancel is
   an answer like accept, and the server decides.
 - The sweep ends a call nobody answered at its deadline; Cancel and the chat's Stop end a
-  resting call like a queued one (tools/live_calls.py).
+  resting call like a queued one (tools/runtime/live_calls.py).
 
 Rounds are bounded (MCP_INPUT_MAX_ROUNDS) and so is the state (MCP_INPUT_STATE_MAX_BYTES). The
 state is stored on the call (its size on each round's summary) and is never part of a result,
@@ -36,11 +36,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from tools import events
-from tools.calls import dispatch
-from tools.deadlines import call_timeout
+from tools.runtime import events
+from tools.runtime.lifecycle import dispatch
+from tools.runtime.deadlines import call_timeout
 from tools.models import Server, ServerRequest, ToolCall
-from tools.server_requests import KINDS, publish_request, refusal
+from tools.runtime.server_requests import KINDS, publish_request, refusal
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def resume_if_answered(row: ServerRequest) -> bool:
         return False
     events.publish_tool_call(events.TOOL_CALL_STATUS, row.tool_call_id)
     # A task of its own, so the call goes on now; a chat step's task for it is still waiting
-    # (tools/tasks.py) and finds it running or done. The sweep re-sends it if this one is lost.
+    # (tools/runtime/tasks.py) and finds it running or done. The sweep re-sends it if this one is lost.
     dispatch(row.tool_call_id, str(uuid.uuid4()))
     return True
 
