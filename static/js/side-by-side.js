@@ -1,7 +1,9 @@
 // Side by side: each column follows its conversation live over the chat's WebSocket (the same
 // events the chat page gets) and redraws from the API (the database) on every event, so a column
-// that reconnects catches up. Messages are shown as plain text; open the chat for the full view.
+// that reconnects catches up. Answers are the chat's sanitised Markdown (remote images behind a
+// click, markdown-images.js); tool calls are one line each: open the chat for their cards and views.
 import { apiFetch, liveSocket } from "./http.js";
+import { renderChatMarkdown } from "./markdown-images.js";
 
 const page = JSON.parse(document.getElementById("page-data").textContent);
 
@@ -23,7 +25,19 @@ function render(column, data) {
       const call = calls.get(m.tool_call_id);
       text = call ? `${call.server_name}/${call.tool}: ${call.status}${call.projection?.text ? "\n" + call.projection.text : ""}` : text;
     }
-    row.append(document.createTextNode(text));
+    if (m.role === "assistant" && m.text) {
+      const body = document.createElement("div");
+      body.className = "markdown";
+      body.replaceChildren(renderChatMarkdown(m.text));
+      row.append(body);
+      text = text.slice(m.text.length).replace(/^\n/, "");
+    }
+    if (text) {
+      const plain = document.createElement("div");
+      plain.className = "plain";
+      plain.textContent = text;
+      row.append(plain);
+    }
     return row;
   }));
 }
