@@ -84,6 +84,9 @@ class Owned:
     user: int
     server_request: str = ""  # a ServerRequest of the owner's call (uuid)
     replay_run: int = 0
+    eval_suite: int = 0  # an eval suite of the owner's, a case of it, and a run of it
+    eval_case: int = 0
+    eval_run: int = 0
     admin_objects: dict[tuple[str, str], Any] = field(default_factory=dict)
     content_type_of_server: int = 0
 
@@ -124,13 +127,17 @@ def fill(route: str, owned: Owned) -> list[str]:
                 return str(owned.admin_objects[(found["app"], found["model"])])
         elif name == "name":
             return owned.tool
+        elif name == "suite_pk":
+            return str(owned.eval_suite)
         elif name == "call_id":
             return owned.call  # a call of the owner's conversation
         elif name == "pk":
             last = before.rstrip("/").rsplit("/", 1)[-1]
             by_segment = {"servers": owned.server, "tool-calls": owned.call, "conversations": owned.conversation,
                           "chat": owned.conversation, "turns": owned.turn, "tokens": owned.token,
-                          "server-requests": owned.server_request, "replays": owned.replay_run}
+                          "server-requests": owned.server_request, "replays": owned.replay_run,
+                          "evals": owned.eval_suite, "suites": owned.eval_suite, "cases": owned.eval_case,
+                          "runs": owned.eval_run, "from-conversation": owned.conversation}
             if last in by_segment and by_segment[last] != "":
                 return str(by_segment[last])
         raise UnfillableRoute(f"The crawl cannot fill <{match.group(0)[1:-1]}> in {route!r}: teach tests/faults/route_crawl.py "
