@@ -24,7 +24,7 @@ from chat import history, llm
 from chat.models import Conversation, Message, Turn
 from inspector.events import publish
 from tools.runtime import events
-from tools.runtime.lifecycle import start_tool_call
+from tools.runtime.lifecycle import cancel_calls, start_tool_call
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,6 @@ def close_if_stale(turn: Turn) -> Staleness:
 def stop_turn(turn: Turn) -> None:
     """Stop a running turn: no further step starts, and queued or running tool calls are cancelled
     (a running call's server is sent notifications/cancelled, see tools/runtime/live_calls.py)."""
-    from tools.runtime.live_calls import cancel_calls
 
     Turn.objects.filter(pk=turn.pk).update(stop_requested=True)
     cancel_calls(ToolCall.objects.filter(turn=turn, status__in=ToolCall.ACTIVE).only("pk", "status", "celery_task_id"),

@@ -16,11 +16,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
 from inspector.admin import ReadOnlyAdmin
+from tools.models import Projection, RpcFrame, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult, UiResource
 from tools.runtime import stored_result
 from tools.runtime.events import tool_call_json
-from tools.models import (
-    Projection, RpcFrame, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult, UiResource,
-)
+from tools.runtime.lifecycle import start_tool_call
 
 
 def _pretty(value) -> str:
@@ -138,7 +137,6 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Replay the selected tool calls (same server, tool and arguments)")
     def replay(self, request, queryset):
-        from tools.runtime.lifecycle import start_tool_call
 
         if not request.user.is_superuser:
             self.message_user(request, "Only superusers can replay tool calls from the admin.", level="error")

@@ -15,9 +15,9 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
-from tools.runtime.deadlines import TimeoutOutOfRange, check_timeout, max_timeout
-from tools.models import STDIO_STAFF_ONLY, Policy, Server, Transport
 from tools.mcp.url_secrets import MASK
+from tools.models import STDIO_STAFF_ONLY, Policy, Server, Transport
+from tools.runtime.deadlines import TimeoutOutOfRange, check_timeout, max_timeout
 
 
 def masked(secrets: dict | None) -> dict[str, str]:

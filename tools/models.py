@@ -17,7 +17,8 @@ from django.db.models import Q
 
 from inspector.encrypted import EncryptedJSONField, EncryptedTextField
 from tools.mcp import url_secrets
-
+from tools.mcp.config import ServerConfig
+from tools.runtime.projection import is_ui_resource
 
 STDIO_STAFF_ONLY = (
     "Only staff users can create or edit stdio servers: a stdio server runs a command on the "
@@ -184,8 +185,6 @@ class Server(models.Model):
 
     def config(self):
         """The connection settings a worker's pool keys its warm connection on."""
-        from tools.mcp.config import ServerConfig
-
         return ServerConfig(
             key=pool_key(self.pk),
             name=self.name,
@@ -571,8 +570,6 @@ class UiResource(models.Model):
 
 def embedded_ui_resource(result: dict | None) -> dict | None:
     """The first MCP-UI `ui://` embedded resource in a result's content, if any."""
-    from tools.runtime.projection import is_ui_resource
-
     for block in (result or {}).get("content") or []:
         if isinstance(block, dict) and is_ui_resource(block):
             return block["resource"]

@@ -14,8 +14,8 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
-from tools.runtime import pipeline
 from tools.models import ToolCall
+from tools.runtime import pipeline
 
 
 class ClaimBody(LenientBody):

@@ -44,16 +44,15 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
-from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
-
 from mcp import Client
 from mcp.client import advertise
 from mcp.client.session import ClientSession
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from tools.mcp.config import RAW, FrameCallback, NotificationCallback, ProgressCallback, ServerConfig, ServerRequestHook
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError, describe

@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 import httpx2
-
 from mcp.shared.exceptions import MCPError
+
 from tools.mcp.url_secrets import mask as mask_url
 
 

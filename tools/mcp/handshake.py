@@ -11,9 +11,8 @@ import copy
 from typing import Any
 
 import mcp_types as types
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
 from mcp.client.session import ClientSession
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
 class Handshake:

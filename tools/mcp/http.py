@@ -15,9 +15,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx2
-
 from mcp.client.auth.utils import extract_scope_from_www_auth
 from mcp.client.streamable_http import streamable_http_client
+
 from tools.mcp.config import ServerConfig
 from tools.mcp.lean_http import LeanTransport
 from tools.mcp.link import Link

@@ -8,10 +8,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
-from mcp_types import LOG_LEVEL_META_KEY
-
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp_types import LOG_LEVEL_META_KEY
+
 from tools.mcp.config import RAW
 
 if TYPE_CHECKING:  # (the connection owns this object; imported for the annotation only)

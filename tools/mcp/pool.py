@@ -42,9 +42,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tools.mcp.config import ServerConfig
-
 from tools.mcp.connection import Connection
-
 from tools.mcp.errors import CallTimeout, ConnectionFailed
 
 __all__ = ["Pool", "get_pool", "reset_pool"]

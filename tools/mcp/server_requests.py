@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCRequest
 from mcp_types import methods as mcp_methods
 from pydantic import ValidationError
 
-from mcp.shared.message import SessionMessage
 from tools.mcp.config import ServerRequestHook
 from tools.mcp.errors import RemoteError
 from tools.mcp.tap import current_tag

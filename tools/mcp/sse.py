@@ -10,6 +10,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from mcp.client.sse import sse_client
+
 from tools.mcp.http import HttpLink, bearer_for
 
 SSE_READ_TIMEOUT = 300.0  # an idle event stream this long is presumed dead

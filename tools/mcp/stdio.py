@@ -16,19 +16,18 @@ import os
 import shlex
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
 import anyio.abc
 import mcp_types as types
-from pydantic import ValidationError
-
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
 from tools.mcp.config import ServerConfig
 from tools.mcp.errors import ConnectionFailed
 from tools.mcp.link import Link

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 import mcp_types as types
-
 from mcp import Client
 
 from tools.mcp.errors import ConnectionFailed, RemoteError, describe

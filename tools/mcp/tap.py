@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp_types import JSONRPCRequest
-
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCRequest
 
 if TYPE_CHECKING:
     from tools.mcp.connection import Connection

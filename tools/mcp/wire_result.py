@@ -26,6 +26,8 @@ from typing import Any
 
 import msgspec
 
+from tools.mcp import tokens
+
 LARGE_BYTES = 1024 * 1024  # a response frame at least this big is read lean
 SMALL_BYTES = 64 * 1024  # a member, block or field at most this big is decoded as usual
 PREFIX_CHARS = 2_000_000  # what a LongText keeps (tools/runtime/projection.py MAX_WINDOW_CHARS)
@@ -111,8 +113,6 @@ class LongText(str):
         return text
 
     def estimate_tokens(self, model: str | None = None) -> int:
-        from tools.mcp import tokens
-
         if self.parts:
             return sum(p.estimate_tokens(model) if isinstance(p, LongText) else tokens.estimate(p, model)
                        for p in self.parts)
@@ -123,8 +123,6 @@ class LongText(str):
     @classmethod
     def from_literal(cls, raw: msgspec.Raw) -> LongText:
         """Decode a JSON string literal piece by piece: its length, prefix and samples."""
-        from tools.mcp import tokens
-
         pieces = list(_string_pieces(memoryview(raw)[1:-1]))
         # Decoded twice, a piece at a time: once for the length the samples are spaced by, then
         # for the prefix and samples. Holding the decoded text instead would cost up to 4 bytes

@@ -26,9 +26,9 @@ from django.db.models.functions import Cast, Length, Substr
 
 from inspector import pg_nul
 from inspector.events import JSON_TEXT, publish
-from tools.runtime import stored_result
-from tools.runtime.deadlines import call_timeout, max_timeout
 from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
+from tools.runtime import stored_result, waits
+from tools.runtime.deadlines import call_timeout, max_timeout
 from tools.runtime.projection import APP_POLICY
 
 # --- event type names ---------------------------------------------------------------------------
@@ -85,6 +85,9 @@ def tool_call_groups(call: ToolCall) -> list[str]:
 
 
 # --- the one JSON shape of a tool call --------------------------------------------------------------
+
+# How long a call's end waits for a script that asked to wait for it (it is already waiting, or about to).
+ENDED_TTL = 60
 
 # Summaries (events, the conversation API) carry at most this much of a long text: the start of
 # what the model saw, an error, a schema error. The detail (`GET /api/tool-calls/{id}/`) has all.
@@ -283,6 +286,9 @@ def publish_loaded_tool_call(event_type: str, call: ToolCall, result_text: str |
     event = tool_call_event(event_type, call, result_text)
     for group in tool_call_groups(call):
         publish(group, event)
+    if call.status in ToolCall.FINAL:
+        # For a script waiting on the call (`?wait=`): a list, so an end told before it waits is not lost.
+        waits.push(waits.ended_key(call.pk), {"status": call.status}, ttl=ENDED_TTL)
 
 
 def publish_to_conversation(conversation_id: int, event: dict[str, Any]) -> None:

@@ -17,17 +17,15 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
 from django.utils import timezone
 
 from inspector.events import publish
+from tools.models import ToolCall
 from tools.runtime import deadlines, events, task_calls, waits
-from tools.models import ServerRequest, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -150,39 +148,3 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
         if live.flusher is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(live.flusher, 2.0)
-
-
-def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
-    """End queued or running calls as `cancelled` (the web side of Cancel and the chat's Stop).
-
-    A queued call's task is revoked; a running one's worker is told through Redis and sends the
-    server notifications/cancelled. Returns the ids of the calls that were cancelled.
-    """
-    from inspector.celery import app
-
-    from tools.runtime.input_rounds import close_open_requests
-    from tools.runtime.pipeline import end_call
-
-    cancelled = []
-    for c in calls:
-        changes = {"status": ToolCall.Status.CANCELLED, "error": reason, "finished_at": timezone.now()}
-        # A call resting for input (tools/runtime/input_rounds.py) has no worker: it is ended here, its
-        # open requests closed and the model's note written; a chat step's task for it finds it
-        # ended at its next look (it is not revoked: that would fail the chord, and the turn).
-        # So is a running call of a view's own tool (origin "view"): the browser runs it, no worker.
-        resting = ToolCall.objects.filter(
-            Q(status=ToolCall.Status.INPUT_REQUIRED) | Q(status=ToolCall.Status.RUNNING, origin=ToolCall.Origin.VIEW), pk=c.pk,
-        ).update(**changes)
-        if resting:
-            close_open_requests(c.pk, ServerRequest.Status.CANCELLED, reason)
-            end_call(c.pk, ToolCall.Status.CANCELLED, reason)
-            cancelled.append(str(c.pk))
-            continue
-        if not ToolCall.objects.filter(pk=c.pk, status__in=ToolCall.ACTIVE).update(**changes):
-            continue  # it finished meanwhile: it keeps its result
-        if c.celery_task_id:
-            app.control.revoke(c.celery_task_id)  # a queued call never starts; a redelivery is dropped
-        waits.push(waits.cancel_key(c.pk), {"reason": reason})
-        events.publish_tool_call(events.TOOL_CALL_STATUS, c.pk)
-        cancelled.append(str(c.pk))
-    return cancelled

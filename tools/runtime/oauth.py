@@ -30,14 +30,14 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-
 from mcp.shared.auth import OAuthToken
+
 from tools.mcp import oauth_flow
 from tools.mcp.config import ServerConfig
 from tools.mcp.errors import ConnectionFailed
 from tools.mcp.http import BEARER_TOKENS
-from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
 from tools.mcp.oauth_flow import ClientSettings, OAuthError, Steps
+from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
 
 log = logging.getLogger(__name__)
 

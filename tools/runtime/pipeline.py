@@ -18,14 +18,13 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 
-from tools.runtime import deadlines, events, input_rounds, remote, stored_result
-
 from tools.mcp import tokens
 from tools.mcp.errors import CallTimeout
 from tools.mcp.url_secrets import redact
-from tools.models import Projection, Server, ToolCall
-from tools.runtime.projection import Outcome, project
 from tools.mcp.wire_result import LargeJSON, WireResult
+from tools.models import Projection, Server, ToolCall
+from tools.runtime import deadlines, events, input_rounds, live_calls, remote, stored_result
+from tools.runtime.projection import Outcome, project
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +239,6 @@ def end_call(tool_call_id, status: str, message: str, ending: tuple[str, ...] = 
 
 def execute(tool_call_id) -> str:
     """Run the call through the worker's warm connection pool. Returns the final status."""
-    from tools.runtime import live_calls
-
     call = _claim(tool_call_id)
     if call is None:
         return "skipped"
@@ -321,8 +318,6 @@ STATE_ONLY_PAUSE = 0.25  # seconds before retrying a round that carried only a r
 def _call_through_rounds(call: ToolCall, server: Server, timeout: float, hard_max: float) -> dict | None:
     """`tools/call`, again for every input round the inspector answers by itself (roots, a
     state-only round); None when a person must answer first (the call now rests)."""
-    from tools.runtime import live_calls
-
     responses, state = input_rounds.answers(call) if call.input_round else (None, None)
     while True:
         # Progress can keep the call going up to the hard maximum: the outer bound allows it.

@@ -17,14 +17,16 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tools.runtime import events
+from inspector.events import publish
 from tools.mcp.connection import Connection
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError
-from tools.models import ResourceSubscription, Server, Tool, parse_pool_key, pool_key
-from tools.runtime.oauth import authorized_config, refresh_after_401, rejected
 from tools.mcp.pool import Pool, get_pool
-from tools.runtime.rpclog import recorder
 from tools.mcp.url_secrets import redact
+from tools.models import ResourceSubscription, Server, Tool, UiResource, parse_pool_key, pool_key
+from tools.runtime import events
+from tools.runtime.oauth import authorized_config, refresh_after_401, rejected
+from tools.runtime.rpclog import recorder
+from tools.runtime.server_requests import handle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,8 +50,6 @@ def _on_notification(config, method: str, params: dict) -> None:
 def _resource_updated(config, params: dict, at: float) -> None:
     """Tell the server's pages; and if nobody wants that resource any more (unsubscribed through
     another worker's connection), stop this connection's subscriptions to what nobody wants."""
-    from inspector.events import publish
-
     close_old_connections()
     try:
         server_id, user_id = parse_pool_key(config.key)
@@ -84,8 +84,6 @@ def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None
         if what == "tools":
             sync_tools(server, user_id=user_id)  # (on an OAuth server, with the sign-in of the connection's user)
         elif what == "resources":
-            from tools.models import UiResource
-
             UiResource.objects.filter(server=server).delete()
     except Exception:  # noqa: BLE001
         log.exception("refresh after %s list_changed failed for server %s", what, server_id)
@@ -94,8 +92,6 @@ def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None
 
 
 def pool() -> Pool:
-    from tools.runtime.server_requests import handle
-
     return get_pool(on_frame=recorder(), on_notification=_on_notification, on_server_request=handle,
                     idle_timeout=settings.MCP_IDLE_TIMEOUT)
 

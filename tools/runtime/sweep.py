@@ -26,10 +26,10 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from tools.runtime.lifecycle import dispatch
-from tools.runtime.input_rounds import close_open_requests
 from tools.models import ServerRequest, ToolCall
 from tools.runtime.deadlines import expired as past_deadline
+from tools.runtime.input_rounds import close_open_requests
+from tools.runtime.lifecycle import dispatch
 from tools.runtime.pipeline import MAX_ATTEMPTS, end_call
 
 log = logging.getLogger(__name__)

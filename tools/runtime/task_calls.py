@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from tools.runtime import deadlines, events
 from tools.mcp.errors import CallTimeout, RemoteError
 from tools.models import ToolCall
+from tools.runtime import deadlines, events
 
 if TYPE_CHECKING:
     from tools.mcp.connection import Connection

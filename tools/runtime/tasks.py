@@ -11,10 +11,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from inspector import logs
-from tools.runtime import pipeline
 from tools.mcp import tokens
-from tools.models import OAuthFlow, Server, ToolCall
+from tools.mcp.errors import RemoteError
 from tools.mcp.url_secrets import redact
+from tools.models import OAuthFlow, Server, ToolCall
+from tools.runtime import oauth, pipeline, remote
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,6 @@ def execute_tool_call(self, tool_call_id: str) -> str:
 
 
 def _error(exc: Exception) -> dict[str, Any]:
-    from tools.mcp.errors import RemoteError
-
     # `refused`: the server answered with a JSON-RPC error (the request was wrong, not the server).
     return {"ok": False, "error": redact(str(exc)) or exc.__class__.__name__, "refused": isinstance(exc, RemoteError)}
 
@@ -68,8 +67,6 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
     Errors come back as {"ok": False, "error": ...} so the page can show them; they are not
     retried (acks_late off): a person is waiting and can press the button again.
     """
-    from tools.runtime import remote
-
     params = params or {}
     try:
         server = Server.objects.get(pk=server_id)
@@ -121,8 +118,6 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
 @shared_task(name="tools.tasks.oauth_start", acks_late=False)
 def oauth_start(server_id: int, user_id: int, redirect_uri: str) -> dict[str, Any]:
     """Begin a user's sign-in to an OAuth server (tools/runtime/oauth.py): the authorization URL, or why not."""
-    from tools.runtime import oauth
-
     server = Server.objects.filter(pk=server_id).first()
     if server is None:
         return {"ok": False, "error": "This server no longer exists."}
@@ -139,8 +134,6 @@ def oauth_start(server_id: int, user_id: int, redirect_uri: str) -> dict[str, An
 @shared_task(name="tools.tasks.oauth_finish", acks_late=False)
 def oauth_finish(flow_id: str, code: str, iss: str | None = None) -> dict[str, Any]:
     """Swap the code the authorization server sent back for the user's tokens."""
-    from tools.runtime import oauth
-
     # Claimed once (a reload of the callback page must not spend the code twice).
     claimed = OAuthFlow.objects.filter(pk=flow_id, status=OAuthFlow.Status.WAITING, finished_at__isnull=True).update(
         finished_at=timezone.now())
@@ -157,8 +150,6 @@ def oauth_finish(flow_id: str, code: str, iss: str | None = None) -> dict[str, A
     if flow.status == flow.Status.FAILED:
         return {"ok": False, "error": flow.error, "flow_id": str(flow.pk)}
     # The server answers now: list its tools with the new sign-in.
-    from tools.runtime import remote
-
     try:
         remote.sync_tools(flow.server, reconnect=True, user_id=flow.user_id)
     except Exception as exc:  # noqa: BLE001 - signed in all the same; the page shows the refresh error
