@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from chat.models import Conversation, Message, Turn
+from chat.tool_calls import calls_of
 from evals.checks import Observation, ObservedCall
 from tools.models import ToolCall
 
@@ -18,7 +19,7 @@ from tools.models import ToolCall
 def conversation_tool_calls(conversation: Conversation) -> list[ObservedCall]:
     """The calls the model made in the conversation, in the order it made them, with the
     projection it saw of each (never the full result)."""
-    rows = (ToolCall.objects.filter(conversation=conversation, origin=ToolCall.Origin.LLM)
+    rows = (calls_of(conversation).filter(origin=ToolCall.Origin.LLM)
             .select_related("projection").order_by("queued_at", "pk"))
     out = []
     for call in rows:
