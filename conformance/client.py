@@ -27,6 +27,10 @@ from tools.elicitation import with_defaults  # noqa: E402
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
 REDIRECT_URI = "http://localhost:3000/callback"
+# This client's Client ID Metadata Document URL: the one the suite's auth/basic-cimd scenario
+# expects as the client id (its authorization server does not fetch it). The inspector's own is
+# PUBLIC_URL/oauth/client-metadata.json (tools/cimd.py).
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 # The tool each scenario's server offers, and the arguments to call it with.
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -54,7 +58,7 @@ async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[st
     authorization URL is fetched and its redirect read. A pre-registered client comes in the
     scenario's context."""
     settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),
-                                         scope=scope)
+                                         metadata_url=CLIENT_METADATA_URL, scope=scope)
     steps = oauth_flow.Steps()
     begun = await oauth_flow.begin(url, REDIRECT_URI, settings, steps)
     async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as http:

@@ -32,7 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from mcp.shared.auth import OAuthToken
-from tools import oauth_flow
+from tools import cimd, oauth_flow
 from tools.connection import BEARER_TOKENS, ConnectionFailed, ServerConfig
 from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
 from tools.oauth_flow import ClientSettings, OAuthError, Steps
@@ -46,10 +46,13 @@ class SignInRequired(ConnectionFailed):
     """The user has no usable grant for this server: they must sign in on the server page."""
 
 
-def _settings(server: Server, user_id: int) -> ClientSettings:
+def _settings(server: Server, user_id: int, redirect_uri: str) -> ClientSettings:
+    """The client for this sign-in. The app's Client ID Metadata Document (tools/cimd.py) is
+    offered only when the browser comes back to the one redirect URI it lists (PUBLIC_URL's)."""
     needed = OAuthGrant.objects.filter(server=server, user_id=user_id).values_list("needed_scope", flat=True).first() or ""
     return ClientSettings(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
-                          scope=server.oauth_scope, extra_scope=needed, registered=server.oauth_client or None)
+                          metadata_url=cimd.metadata_url() if redirect_uri == cimd.redirect_uri() else "", scope=server.oauth_scope, extra_scope=needed,
+                          registered=server.oauth_client or None)
 
 
 def _client_secret(server: Server, client_id: str) -> str:
@@ -64,7 +67,7 @@ def start(server: Server, user_id: int, redirect_uri: str) -> OAuthFlow:
     """Begin a sign-in: the flow row, with the authorization URL (or the error) and its steps."""
     steps = Steps()
     try:
-        begun = asyncio.run(oauth_flow.begin(server.real_url(), redirect_uri, _settings(server, user_id), steps))
+        begun = asyncio.run(oauth_flow.begin(server.real_url(), redirect_uri, _settings(server, user_id, redirect_uri), steps))
     except OAuthError as exc:
         steps.note("stopped", False, str(exc))
         return OAuthFlow.objects.create(server=server, user_id=user_id, state=secrets.token_urlsafe(32),

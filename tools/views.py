@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from inspector.api import ApiError
-from tools import config_file, rpclog
+from tools import cimd, config_file, rpclog
 from tools.api import editable_server, oauth_json, tool_json, visible_server, wait_for_worker
 from tools.deadlines import max_timeout, shown_timeout
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
@@ -134,6 +135,16 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
          "refresh_since": _pending_refresh(request, server), "default_call_timeout": settings.MCP_CALL_TIMEOUT,
          "max_call_timeout": max_timeout(), "oauth": oauth_json(server, request.user)},
     )
+
+
+@login_not_required
+@require_GET
+def oauth_client_metadata(request: HttpRequest) -> JsonResponse:
+    """The app's Client ID Metadata Document (tools/cimd.py): public, since authorization servers
+    fetch it without a session; it holds no secret."""
+    response = JsonResponse(cimd.document())
+    response["Cache-Control"] = "public, max-age=3600"
+    return response
 
 
 @require_GET

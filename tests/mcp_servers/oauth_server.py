@@ -3,9 +3,13 @@ pieces (`MCPServer(auth=…, auth_server_provider=…)`): protected-resource and
 metadata, dynamic client registration, PKCE, authorization code and refresh-token grants.
 
 Run: ``python tests/mcp_servers/oauth_server.py --port N [--token-seconds S] [--iss-supported]
-[--send-iss issuer|wrong] [--metadata-issuer URL]``: the last three make a server that advertises
-RFC 9207's ``authorization_response_iss_parameter_supported``, sends (its own or another) ``iss``
-with the authorization response, or serves metadata naming another issuer (RFC 8414 §3.3).
+[--send-iss issuer|wrong] [--metadata-issuer URL] [--cimd FETCH_BASE]``: the next three make a
+server that advertises RFC 9207's ``authorization_response_iss_parameter_supported``, sends (its
+own or another) ``iss`` with the authorization response, or serves metadata naming another issuer
+(RFC 8414 §3.3). ``--cimd`` advertises ``client_id_metadata_document_supported``: an https
+``client_id`` is then a Client ID Metadata Document, fetched over HTTP from FETCH_BASE + the URL's
+path (the test's app answers on loopback for its https PUBLIC_URL) and checked (its
+``client_id`` is that URL; the redirect URI must be one it lists, as for any client).
 The authorization endpoint approves at once (a real one would show a consent page): it
 redirects to the client's redirect URI with a code, like a user who clicked "Allow". Each
 sign-in is a new "account" (``user-1``, ``user-2``…), so two inspector users get two identities.
@@ -49,6 +53,7 @@ BROKEN = {"token": False}
 # issuer to put in the metadata instead of this server's own.
 ISSUER = {"supported": False, "send": "", "metadata": "", "own": ""}
 WRONG_ISSUER = "https://attacker.example.com"
+CIMD = {"fetch_base": ""}  # --cimd: where Client ID Metadata Documents are fetched from
 
 
 class Provider:
@@ -62,7 +67,24 @@ class Provider:
         self.accounts = 0
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if CIMD["fetch_base"] and client_id.startswith("https://"):
+            return await self._metadata_document(client_id)
         return self.clients.get(client_id)
+
+    async def _metadata_document(self, url: str) -> OAuthClientInformationFull | None:
+        """A Client ID Metadata Document, fetched (no cache) and checked: its client_id is its URL."""
+        import httpx2
+        from urllib.parse import urlsplit
+
+        async with httpx2.AsyncClient(timeout=10) as http:
+            response = await http.get(CIMD["fetch_base"] + urlsplit(url).path)
+        if response.status_code != 200:
+            return None
+        document = response.json()
+        if document.get("client_id") != url or "client_secret" in document:
+            return None
+        # The document names no scope: this server lets such a client ask for any it offers.
+        return OAuthClientInformationFull.model_validate({"scope": "mcp admin", **document})
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         self.clients[client_info.client_id] = client_info
@@ -241,6 +263,8 @@ def issuer_metadata(app: Any) -> Any:
                 metadata["authorization_response_iss_parameter_supported"] = True
             if ISSUER["metadata"]:
                 metadata["issuer"] = ISSUER["metadata"]
+            if CIMD["fetch_base"]:
+                metadata["client_id_metadata_document_supported"] = True
             ISSUER["own"] = metadata["issuer"]
             body = json.dumps(metadata).encode()
             start = {**start, "headers": [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
@@ -269,7 +293,9 @@ if __name__ == "__main__":
     parser.add_argument("--iss-supported", action="store_true")
     parser.add_argument("--send-iss", choices=["", "issuer", "wrong"], default="")
     parser.add_argument("--metadata-issuer", default="")
+    parser.add_argument("--cimd", default="", help="advertise CIMD support; fetch documents from this base URL")
     args = parser.parse_args()
+    CIMD["fetch_base"] = args.cimd.rstrip("/")
     TOKEN_SECONDS["value"] = args.token_seconds
     ISSUER.update(supported=args.iss_supported, send=args.send_iss, metadata=args.metadata_issuer)
     anyio.run(main, args.port)

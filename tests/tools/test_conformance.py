@@ -18,9 +18,10 @@ pytestmark = pytest.mark.worker
 NO_OAUTH = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
 # Discovery with metadata elsewhere, a pre-registered client with client_secret_basic, a step-up,
 # the 2025-03-26 default endpoints, and 2025-03-26 metadata naming an issuer `<origin>/oauth`
-# (accepted: same origin; the RFC 8414 §3.3 issuer check must not refuse it).
+# (accepted: same origin; the RFC 8414 §3.3 issuer check must not refuse it), and a Client ID
+# Metadata Document URL as client id.
 OAUTH = ["auth/metadata-var3", "auth/token-endpoint-auth-basic", "auth/pre-registration", "auth/scope-step-up",
-         "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat"]
+         "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat", "auth/basic-cimd"]
 
 
 # Of the 0.2.0-alpha.12 suite's 2026-07-28 requirement set, at its wire: request _meta, and the
