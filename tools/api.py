@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import config_file, deadlines, stored_result
+from tools import config_file, deadlines, stored_result, tool_headers
 from tools.calls import start_tool_call
 from tools.events import tool_call_json
 from tools.forms import ServerForm, form_data_from_json, masked
@@ -136,7 +136,8 @@ def server_refresh(request: HttpRequest, pk: int) -> JsonResponse:
 @api_view("GET")
 def server_tools(request: HttpRequest, pk: int) -> JsonResponse:
     server = visible_server(request, pk)
-    return JsonResponse({"tools": [tool_json(t) for t in server.tools.all()]})
+    return JsonResponse({"tools": [tool_json(t) for t in server.tools.all()],
+                         "set_aside": [{"name": t["name"], "reason": t["reason"]} for t in server.set_aside_tools or []]})
 
 
 class CompletionRef(Body):
@@ -252,6 +253,8 @@ def tool_call_create(request: HttpRequest, pk: int, name: str) -> JsonResponse:
         raise ApiError(f"The server “{server.name}” is disabled; enable it first.", status=409)
     body = parse_body(request, CallBody)
     tool = server.tools.filter(name=name).only("is_app", "definition").first()
+    if tool is None and (aside := tool_headers.find(server, name)) is not None:
+        raise ApiError(f"The tool {name!r} was set aside and cannot be called: {aside['reason']}.", status=409)
     if tool is None:
         raise ApiError(f"The server has no tool named {name!r} (refresh the server if it is new).", status=404)
     if body.task and tool.task_support == "forbidden":

@@ -132,6 +132,8 @@ class Server(models.Model):
     instructions = models.TextField(blank=True)
     last_connected_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # Listed tools set aside for an invalid x-mcp-header (tools/tool_headers.py): shown apart, never callable.
+    set_aside_tools = models.JSONField(default=list, blank=True)
 
     objects = ServerQuerySet.as_manager()
 

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tools import events
+from tools import events, tool_headers
 from tools.connection import CallTimeout, Connection, ConnectionFailed, RemoteError
 from tools.models import ResourceSubscription, Server, Tool, parse_pool_key, pool_key
 from tools.oauth import authorized_config, refresh_after_401, rejected
@@ -183,8 +183,11 @@ async def _overview(conn: Connection) -> dict[str, Any]:
     }
 
 
-def store_tools(server: Server, tools: list[dict[str, Any]]) -> list[Tool]:
-    """Replace the cached tool definitions with what the server just listed."""
+def store_tools(server: Server, tools: list[dict[str, Any]], protocol_version: str = "") -> list[Tool]:
+    """Replace the cached tool definitions with what the server just listed; those with an invalid
+    x-mcp-header are kept apart on the server, with why (tools/tool_headers.py)."""
+    tools, aside = tool_headers.set_aside(tools, protocol_version)
+    Server.objects.filter(pk=server.pk).update(set_aside_tools=aside)
     names = []
     for raw in tools:
         name = raw.get("name")
@@ -205,5 +208,5 @@ def sync_tools(server: Server, reconnect: bool = False, user_id: int | None = No
         server_info=info["server_info"], protocol_version=info["protocol_version"], capabilities=info["capabilities"],
         instructions=info["instructions"], last_connected_at=timezone.now(), last_error="",
     )
-    store_tools(server, info["tools"])
+    store_tools(server, info["tools"], info["protocol_version"])
     return info
