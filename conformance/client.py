@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2  # noqa: E402
 
-from tools import oauth_flow, tool_headers  # noqa: E402
+from tools import oauth_flow, oauth_grants, tool_headers  # noqa: E402
 from tools.connection import Connection, ConnectionFailed, ServerConfig  # noqa: E402
 from tools.elicitation import with_defaults  # noqa: E402
 
@@ -98,6 +98,16 @@ async def session(config: ServerConfig, scenario: str) -> None:
                 await conn.call_tool(tools[0]["name"], {}, timeout=20)
 
 
+async def machine_token(url: str, context: dict[str, Any]) -> dict[str, str]:
+    """The client credentials grant (tools/oauth_grants.py): the scenario's client id with its
+    secret (client_secret_basic) or private key (private_key_jwt)."""
+    client = oauth_grants.MachineClient(client_id=context["client_id"], client_secret=context.get("client_secret", ""),
+                                        private_key=context.get("private_key_pem", ""),
+                                        signing_alg=context.get("signing_algorithm", ""))
+    token, _ = await oauth_grants.client_credentials(url, client, oauth_flow.Steps())
+    return {"Authorization": f"Bearer {token.access_token}"}
+
+
 NEEDS_SCOPE = re.compile(r"needs the scope “([^”]*)”")
 
 
@@ -113,7 +123,9 @@ async def run(url: str, scenario: str) -> None:
             return await session(config, scenario)
         except ConnectionFailed as exc:
             needed = NEEDS_SCOPE.search(str(exc))
-            if "401" in str(exc) and not headers:
+            if "401" in str(exc) and not headers and scenario.startswith("auth/client-credentials-"):
+                headers = await machine_token(url, context)
+            elif "401" in str(exc) and not headers:
                 headers = await sign_in(url, context)
             elif needed and attempt < 2 and not set(needed.group(1).split()) <= set(scope.split()):
                 scope = " ".join(dict.fromkeys([*scope.split(), *needed.group(1).split()]))

@@ -38,6 +38,9 @@ def server_json(server: Server) -> dict[str, Any]:
         "oauth_client_id": server.oauth_client_id,
         "oauth_client_secret": MASK if server.oauth_client_secret else "",
         "oauth_scope": server.oauth_scope,
+        "oauth_grant": server.oauth_grant,
+        "oauth_client_auth": server.oauth_client_auth,
+        "oauth_private_key": MASK if server.oauth_private_key else "",
         "owner": server.owner.get_username(),
         "shared": server.shared,
         "enabled": server.enabled,
@@ -195,6 +198,9 @@ def oauth_sign_in(request: HttpRequest, pk: int) -> JsonResponse:
     server = visible_server(request, pk)
     if server.auth != "oauth":
         raise ApiError("This server does not use OAuth (set Authorization to OAuth in its settings).", status=409)
+    if server.oauth_grant == "client_credentials":
+        raise ApiError("This server uses the client credentials grant: its client gets each token itself, no sign-in.",
+                       status=409)
     redirect_uri = request.build_absolute_uri(reverse("oauth_callback"))
     answer = wait_for_worker(oauth_start.delay(server.pk, request.user.pk, redirect_uri), "the sign-in's discovery")
     if not answer.get("ok"):

@@ -32,7 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from mcp.shared.auth import OAuthToken
-from tools import cimd, oauth_flow
+from tools import cimd, oauth_flow, oauth_grants
 from tools.connection import BEARER_TOKENS, ConnectionFailed, ServerConfig
 from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
 from tools.oauth_flow import ClientSettings, OAuthError, Steps
@@ -128,11 +128,38 @@ def _refresh(grant: OAuthGrant) -> OAuthGrant:
     return grant
 
 
+def machine_client(server: Server) -> oauth_grants.MachineClient:
+    """The server's own client, for the client credentials grant (tools/oauth_grants.py)."""
+    return oauth_grants.MachineClient(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
+                                      private_key=server.oauth_private_key or "", auth_method=server.oauth_client_auth,
+                                      scope=server.oauth_scope)
+
+
+def _machine_grant(server: Server, user_id: int) -> OAuthGrant:
+    """A new token from the client credentials grant, stored as this user's grant (the same client
+    for everyone, one connection per user as with sign-ins). Failing, the request fails with why."""
+    steps = Steps()
+    try:
+        token, context = asyncio.run(oauth_grants.client_credentials(server.real_url(), machine_client(server), steps))
+    except OAuthError as exc:
+        OAuthGrant.objects.filter(server=server, user_id=user_id).update(status=OAuthGrant.Status.EXPIRED, error=str(exc)[:500])
+        raise SignInRequired(f"{server.name}: getting a token with the server's client credentials failed: {exc}") from None
+    grant, _ = OAuthGrant.objects.update_or_create(server=server, user_id=user_id, defaults={
+        **_grant_fields(token, None), "token_endpoint": context["token_endpoint"], "client_id": context["client_id"],
+        "resource": context["resource"], "status": OAuthGrant.Status.ACTIVE, "error": "", "needed_scope": "",
+    })
+    return grant
+
+
 def authorized_config(server: Server, config: ServerConfig, user_id: int | None) -> ServerConfig:
     """`config` for this user's connection: their bearer token, a pool key of their own."""
     if user_id is None:
         raise SignInRequired(f"{server.name} needs each user to sign in (OAuth), and this request has no user.")
     grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id).first()
+    if server.oauth_grant == "client_credentials" and (
+            grant is None or grant.status != OAuthGrant.Status.ACTIVE
+            or (grant.expires_at is not None and grant.expires_at - timezone.now() < REFRESH_BEFORE)):
+        grant = _machine_grant(server, user_id)  # no person, no refresh token: the grant again
     if grant is None or grant.status != OAuthGrant.Status.ACTIVE:
         why = f" ({grant.get_status_display()}: {grant.error})" if grant is not None and grant.error else ""
         raise SignInRequired(f"{server.name} uses OAuth: sign in on the server page first{why}.")
@@ -167,6 +194,12 @@ def refresh_after_401(server: Server, user_id: int | None) -> bool:
     if a new token was stored (the request, which the server did not process, may go again)."""
     if server.auth != "oauth" or user_id is None:
         return False
+    if server.oauth_grant == "client_credentials":
+        try:
+            _machine_grant(server, user_id)
+        except SignInRequired:
+            return False
+        return True
     grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id,
                                                                status=OAuthGrant.Status.ACTIVE).first()
     if grant is None or not grant.refresh_token:

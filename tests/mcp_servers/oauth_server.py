@@ -10,6 +10,11 @@ own or another) ``iss`` with the authorization response, or serves metadata nami
 ``client_id`` is then a Client ID Metadata Document, fetched over HTTP from FETCH_BASE + the URL's
 path (the test's app answers on loopback for its https PUBLIC_URL) and checked (its
 ``client_id`` is that URL; the redirect URI must be one it lists, as for any client).
+``--client-credentials ID:SECRET`` and ``--client-jwt-key PEM_FILE`` add the client credentials
+grant (the OAuth client credentials extension) for the client ID: authenticated with its secret
+(client_secret_basic or _post) or with a JWT signed by the private key of that public key
+(private_key_jwt, RFC 7523: iss = sub = ID, aud = this issuer); its tokens' subject is
+``machine-ID``.
 The authorization endpoint approves at once (a real one would show a consent page): it
 redirects to the client's redirect URI with a code, like a user who clicked "Allow". Each
 sign-in is a new "account" (``user-1``, ``user-2``…), so two inspector users get two identities.
@@ -54,6 +59,7 @@ BROKEN = {"token": False}
 ISSUER = {"supported": False, "send": "", "metadata": "", "own": ""}
 WRONG_ISSUER = "https://attacker.example.com"
 CIMD = {"fetch_base": ""}  # --cimd: where Client ID Metadata Documents are fetched from
+MACHINE = {"client_id": "", "secret": "", "public_key": ""}  # --client-credentials, --client-jwt-key
 
 
 class Provider:
@@ -276,11 +282,80 @@ def issuer_metadata(app: Any) -> Any:
     return wrapped
 
 
+def _form(body: bytes) -> dict[str, str]:
+    from urllib.parse import parse_qsl
+
+    return dict(parse_qsl(body.decode()))
+
+
+def machine_client(provider: Provider, port: int) -> Any:
+    """ASGI wrapper: POST /token with grant_type=client_credentials, the client authenticated by
+    its secret (Basic or in the form) or by a signed JWT (private_key_jwt)."""
+    import base64
+
+    import jwt
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") != "/token" or not MACHINE["client_id"]:
+            return await app_(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        form = _form(body)
+        if form.get("grant_type") != "client_credentials":
+            replayed = {"sent": False}
+
+            async def replay() -> dict[str, Any]:
+                if not replayed["sent"]:
+                    replayed["sent"] = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            return await app_(scope, replay, send)
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode()
+        client_id, ok = MACHINE["client_id"], False
+        if auth.startswith("Basic ") and MACHINE["secret"]:
+            ok = base64.b64decode(auth[6:]).decode() == f"{client_id}:{MACHINE['secret']}"
+        elif form.get("client_secret") and MACHINE["secret"]:
+            ok = form.get("client_id") == client_id and form["client_secret"] == MACHINE["secret"]
+        elif form.get("client_assertion") and MACHINE["public_key"]:
+            try:
+                claims = jwt.decode(form["client_assertion"], MACHINE["public_key"], algorithms=["ES256", "RS256"],
+                                    audience=[f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}"])
+                ok = claims["iss"] == claims["sub"] == client_id and \
+                    form.get("client_assertion_type") == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+            except jwt.PyJWTError:
+                ok = False
+        if not ok:
+            answer, status = {"error": "invalid_client", "error_description": "client authentication failed"}, 401
+        else:
+            scopes = (form.get("scope") or "mcp").split()
+            answer, status = provider._issue(client_id, scopes, f"machine-{client_id}", form.get("resource")).model_dump(
+                exclude_none=True), 200
+        data = json.dumps(answer).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": data})
+        return None
+
+    app_: Any = None
+
+    def wrap(app: Any) -> Any:
+        nonlocal app_
+        app_ = app
+        return wrapped
+
+    return wrap
+
+
 async def main(port: int) -> None:
     import uvicorn
 
     mcp, provider = build(port)
-    app = issuer_metadata(garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider)))
+    app = issuer_metadata(machine_client(provider, port)(
+        garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider))))
     await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)).serve()
 
 
@@ -294,8 +369,14 @@ if __name__ == "__main__":
     parser.add_argument("--send-iss", choices=["", "issuer", "wrong"], default="")
     parser.add_argument("--metadata-issuer", default="")
     parser.add_argument("--cimd", default="", help="advertise CIMD support; fetch documents from this base URL")
+    parser.add_argument("--client-credentials", default="", metavar="ID:SECRET")
+    parser.add_argument("--client-jwt-key", default="", metavar="PEM_FILE", help="the public key of private_key_jwt")
     args = parser.parse_args()
     CIMD["fetch_base"] = args.cimd.rstrip("/")
+    if args.client_credentials:
+        MACHINE["client_id"], _, MACHINE["secret"] = args.client_credentials.partition(":")
+    if args.client_jwt_key:
+        MACHINE["public_key"] = Path(args.client_jwt_key).read_text()
     TOKEN_SECONDS["value"] = args.token_seconds
     ISSUER.update(supported=args.iss_supported, send=args.send_iss, metadata=args.metadata_issuer)
     anyio.run(main, args.port)

@@ -24,9 +24,11 @@ OAUTH = ["auth/metadata-var3", "auth/token-endpoint-auth-basic", "auth/pre-regis
          "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat", "auth/basic-cimd"]
 
 
-# Of the 0.2.0-alpha.12 suite's 2026-07-28 requirement set, at its wire: request _meta, and the
-# RFC 9207 / RFC 8414 issuer checks.
-REQUIRED_2026 = ["request-metadata", "auth/iss-supported-missing", "auth/metadata-issuer-mismatch"]
+# Of the 0.2.0-alpha.12 suite's 2026-07-28 requirement set, at its wire: request _meta, the
+# RFC 9207 / RFC 8414 issuer checks, tools set aside for an invalid x-mcp-header; and two of its
+# extensions: the client credentials grant with client_secret_basic and with private_key_jwt.
+REQUIRED_2026 = ["request-metadata", "auth/iss-supported-missing", "auth/metadata-issuer-mismatch",
+                 "http-invalid-tool-headers", "auth/client-credentials-basic", "auth/client-credentials-jwt"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def test_the_client_passes_the_official_scenario(suite, scenario):
 
 
 @pytest.mark.parametrize("scenario", REQUIRED_2026)
-def test_the_client_passes_the_2026_07_28_scenario(suite, scenario):
+def test_the_client_passes_the_0_2_scenario(suite, scenario):
     outcome, detail, _ = suite.run(scenario, "0.2.0-alpha.12")
     assert outcome == "pass", detail
 
