@@ -1,5 +1,5 @@
 """The client the official MCP conformance suite drives: this project's connection layer
-(tools/connection.py, the same code the workers use), scripted per scenario.
+(tools/mcp/connection.py, the same code the workers use), scripted per scenario.
 
 The suite runs `python conformance/client.py <server-url>` with MCP_CONFORMANCE_SCENARIO set;
 the scenario's server checks what this client does. Run them all with `make conformance`.
@@ -20,16 +20,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2  # noqa: E402
 
-from tools import oauth_flow, oauth_grants, tool_headers  # noqa: E402
-from tools.connection import Connection, ConnectionFailed, ServerConfig  # noqa: E402
-from tools.elicitation import with_defaults  # noqa: E402
+from tools.mcp import oauth_flow, oauth_grants, tool_headers  # noqa: E402
+from tools.mcp.config import ServerConfig  # noqa: E402
+from tools.mcp.connection import Connection  # noqa: E402
+from tools.mcp.errors import ConnectionFailed  # noqa: E402
+from tools.mcp.elicitation import with_defaults  # noqa: E402
 
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
 REDIRECT_URI = "http://localhost:3000/callback"
 # This client's Client ID Metadata Document URL: the one the suite's auth/basic-cimd scenario
 # expects as the client id (its authorization server does not fetch it). The inspector's own is
-# PUBLIC_URL/oauth/client-metadata.json (tools/cimd.py).
+# PUBLIC_URL/oauth/client-metadata.json (tools/runtime/cimd.py).
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 # The tool each scenario's server offers, and the arguments to call it with.
@@ -54,7 +56,7 @@ async def answer(method: str, params: dict[str, Any], tag: Any) -> dict[str, Any
 
 
 async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[str, str]:
-    """The inspector's sign-in (tools/oauth_flow.py) with the browser's part done at once: the
+    """The inspector's sign-in (tools/mcp/oauth_flow.py) with the browser's part done at once: the
     authorization URL is fetched and its redirect read. A pre-registered client comes in the
     scenario's context."""
     settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),
@@ -84,7 +86,7 @@ async def session(config: ServerConfig, scenario: str) -> None:
     async with Connection(config, on_server_request=answer) as conn:
         listed = await conn.list_tools()
         if scenario == "http-invalid-tool-headers":
-            # What the inspector stores (tools/remote.py store_tools): the tools set aside for an
+            # What the inspector stores (tools/runtime/remote.py store_tools): the tools set aside for an
             # invalid x-mcp-header are not tools; every other one is called.
             kept, _ = tool_headers.set_aside(listed, conn.protocol_version)
             for tool in kept:
@@ -99,7 +101,7 @@ async def session(config: ServerConfig, scenario: str) -> None:
 
 
 async def machine_token(url: str, context: dict[str, Any]) -> dict[str, str]:
-    """The client credentials grant (tools/oauth_grants.py): the scenario's client id with its
+    """The client credentials grant (tools/mcp/oauth_grants.py): the scenario's client id with its
     secret (client_secret_basic) or private key (private_key_jwt)."""
     client = oauth_grants.MachineClient(client_id=context["client_id"], client_secret=context.get("client_secret", ""),
                                         private_key=context.get("private_key_pem", ""),

@@ -8,19 +8,19 @@ asks the model to know (`ui/update-model-context`) belongs to the chat: chat/vie
 from __future__ import annotations
 
 import base64
-import time
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
-from tools import stored_result
-from tools.api import streamed, wait_for_worker
-from tools.calls import start_tool_call
+from tools.api import streamed
 from tools.models import Server, Tool, ToolCall, UiResource
+from tools.runtime import lifecycle, stored_result
+from tools.runtime.lifecycle import start_tool_call
 
 APP_MIME = "text/html;profile=mcp-app"
 SKYBRIDGE_MIME = "text/html+skybridge"
@@ -48,12 +48,10 @@ def _html_of(content: dict) -> str:
 def fetch_ui_resource(server: Server, uri: str, user_id: int | None = None) -> UiResource:
     """Read the view through a worker (resources/read, as `user_id` on an OAuth server), cached
     per server and URI."""
-    from tools.tasks import server_action
-
     cached = UiResource.objects.filter(server=server, uri=uri).first()
     if cached:
         return cached
-    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}, user_id), "the view's resources/read")
+    answer = lifecycle.ask_worker(server.pk, "read_resource", {"uri": uri}, user_id, "the view's resources/read")
     if not answer.get("ok"):
         raise ApiError(f"Could not read the view {uri}: {answer['error']}", status=502)
     contents = (answer["result"] or {}).get("contents") or []
@@ -62,7 +60,7 @@ def fetch_ui_resource(server: Server, uri: str, user_id: int | None = None) -> U
     content = contents[0]
     meta = ((content.get("_meta") or {}).get("ui")) or {}
     if not meta:
-        listed = wait_for_worker(server_action.delay(server.pk, "resources", {}, user_id), "resources/list")
+        listed = lifecycle.ask_worker(server.pk, "resources", {}, user_id, "resources/list")
         for entry in listed.get("resources", []) if listed.get("ok") else []:
             if entry.get("uri") == uri:
                 meta = ((entry.get("_meta") or {}).get("ui")) or {}
@@ -123,16 +121,6 @@ def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: di
     }
 
 
-def _wait_final(call: ToolCall) -> ToolCall:
-    deadline = time.monotonic() + settings.MCP_WEB_WAIT
-    while time.monotonic() < deadline:
-        call.refresh_from_db()
-        if call.is_final:
-            return call
-        time.sleep(0.05)
-    raise ApiError("The tool call did not finish in time.", status=504)
-
-
 # Bodies the widget host sends on behalf of a view (MCP Apps params; extra fields are ignored).
 
 class ToolsCallBody(LenientBody):
@@ -146,10 +134,10 @@ class ReadBody(LenientBody):
 
 
 @api_view("POST")
-def tools_call(request: HttpRequest, pk) -> HttpResponse:
+async def tools_call(request: HttpRequest, pk) -> HttpResponse:
     """`tools/call` from a view: own server only, and only tools visible to apps."""
-    origin_call = view_call_of(request, pk)
-    return _view_tools_call(request, origin_call.server, origin_call)
+    origin_call = await sync_to_async(view_call_of)(request, pk)
+    return await _view_tools_call(request, origin_call.server, origin_call)
 
 
 @api_view("GET")
@@ -173,10 +161,10 @@ def view_tools(server: Server, uri: str) -> list[Tool]:
 
 
 @api_view("POST")
-def preview_tools_call(request: HttpRequest, pk: int) -> HttpResponse:
+async def preview_tools_call(request: HttpRequest, pk: int) -> HttpResponse:
     """`tools/call` from a previewed view: the same rules, stored with origin "widget" and no parent call."""
-    server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
-    return _view_tools_call(request, server, None)
+    server = await sync_to_async(get_object_or_404)(Server.objects.visible_to(request.user), pk=pk)
+    return await _view_tools_call(request, server, None)
 
 
 @api_view("POST")
@@ -185,7 +173,16 @@ def preview_resources_read(request: HttpRequest, pk: int) -> JsonResponse:
     return _view_resources_read(request, server)
 
 
-def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> HttpResponse:
+async def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> HttpResponse:
+    """Start the view's call and answer with its result once it has ended: the wait is on the
+    event loop (tools/runtime/lifecycle.py wait_for_end), holding none of daphne's threads."""
+    call = await sync_to_async(_start_view_call)(request, server, origin_call)
+    if not await lifecycle.wait_for_end(call.pk, settings.MCP_WEB_WAIT):
+        raise ApiError("The tool call did not finish in time.", status=504)
+    return await sync_to_async(_view_call_answer)(call.pk)
+
+
+def _start_view_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> ToolCall:
     body = parse_body(request, ToolsCallBody)
     name, arguments = body.name, body.arguments or {}
     tool = Tool.objects.filter(server=server, name=name).first()
@@ -193,13 +190,16 @@ def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall
         raise ApiError(f"The view's server has no tool named {name!r}; a view may call only its own server's tools.", status=403)
     if "app" not in (tool.visibility or []):
         raise ApiError(f"The tool {name!r} is not visible to apps (its visibility is {tool.visibility}).", status=403)
-    call = start_tool_call(
+    # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is enqueued at once.
+    return start_tool_call(
         server=server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.WIDGET, user=request.user,
         conversation=origin_call.conversation if origin_call else None, view_call=origin_call,
     )
-    # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is already enqueued.
-    call = _wait_final(call)
-    # The stored text as it is, in pieces when it is large: never parsed here.
+
+
+def _view_call_answer(pk) -> HttpResponse:
+    """The ended call's stored result as it is, in pieces when it is large (never parsed here)."""
+    call = ToolCall.objects.only("pk", "status", "error").get(pk=pk)
     stored = stored_result.open_stored(call.pk)
     if stored is not None:
         if stored.octets <= stored_result.PIECE_BYTES:
@@ -214,10 +214,8 @@ def resources_read(request: HttpRequest, pk) -> JsonResponse:
 
 
 def _view_resources_read(request: HttpRequest, server: Server) -> JsonResponse:
-    from tools.tasks import server_action
-
     uri = parse_body(request, ReadBody).uri
-    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}, request.user.pk), "resources/read")
+    answer = lifecycle.ask_worker(server.pk, "read_resource", {"uri": uri}, request.user.pk, "resources/read")
     if not answer.get("ok"):
         # A server that refused the view's request (an unknown URI) is the view's mistake: a 4xx.
         raise ApiError(answer["error"], status=422 if answer.get("refused") else 502)

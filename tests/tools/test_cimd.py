@@ -5,7 +5,7 @@ Real parts: the app under daphne with an https PUBLIC_URL (as behind a team's TL
 document is served at PUBLIC_URL/oauth/client-metadata.json), and tests/mcp_servers/oauth_server.py
 with `--cimd`: it advertises `client_id_metadata_document_supported`, fetches the document the
 client id names over HTTP from that daphne, and checks it (its client_id, the redirect URI) as
-it would any client. The sign-in's HTTP steps are tools/oauth_flow.py, as the workers run them.
+it would any client. The sign-in's HTTP steps are tools/mcp/oauth_flow.py, as the workers run them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pytest
 from django.test import override_settings
 
 from tests.helpers import start_daphne, stop_process
-from tools import cimd, oauth_flow
+from tools.mcp import oauth_flow
+from tools.runtime import cimd
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """The official MCP client conformance suite (npm @modelcontextprotocol/conformance, 0.1.16 and
-0.2.0-alpha.12 side by side) drives conformance/client.py, built on tools/connection.py and
-tools/oauth_flow.py. The scenarios that need no OAuth, one of each kind of OAuth scenario, and a
+0.2.0-alpha.12 side by side) drives conformance/client.py, built on tools/mcp/connection.py and
+tools/mcp/oauth_flow.py. The scenarios that need no OAuth, one of each kind of OAuth scenario, and a
 few of the 2026-07-28 requirement set run here (a few seconds each); `make conformance` runs every
 scenario of both versions and prints the tables and totals."""
 

@@ -13,7 +13,7 @@ import html
 import pytest
 
 from tests.helpers import finished_call, start_api_call
-from tools.calls import start_tool_call
+from tools.runtime.lifecycle import start_tool_call
 from tools.models import Server, ToolCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]

@@ -1,0 +1,214 @@
+"""OAuth 2.1 for Streamable HTTP and SSE servers: each user signs in with their own account.
+
+The sign-in, the tokens and every connection's bearer token, on the database (the HTTP steps
+themselves are tools/mcp/oauth_flow.py):
+
+1. `start` (a worker, when the user presses *Sign in*): discovery, the server's pre-registered
+   client or one registered dynamically (kept, encrypted, on the server for the next user),
+   PKCE; an `OAuthFlow` row with the authorization URL the browser is sent to.
+2. The authorization server sends the browser back to `/oauth/callback/` with a code; `finish`
+   (a worker) swaps it for tokens, stored encrypted per (server, user) in `OAuthGrant`.
+3. `authorized_config` (every request a worker makes for that user): the user's bearer token,
+   refreshed first when it expires within a minute, handed to the connection's HTTP client
+   (`BEARER_TOKENS`) rather than put in its settings, so a refresh does not reconnect (and cut a
+   call that is running); the pool keeps one warm connection per (server, user). No grant, a refresh that fails, or a 401 from the server
+   (`rejected`): the request fails with "sign in (again) on the server page", and the grant
+   says why.
+
+Every step is recorded on the `OAuthFlow` row with its HTTP exchange, secrets redacted, for the
+server page's sign-in log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from mcp.shared.auth import OAuthToken
+
+from tools.mcp import oauth_flow, oauth_grants
+from tools.mcp.config import ServerConfig
+from tools.mcp.errors import ConnectionFailed
+from tools.mcp.http import BEARER_TOKENS
+from tools.mcp.oauth_flow import ClientSettings, OAuthError, Steps
+from tools.runtime import cimd
+from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
+
+log = logging.getLogger(__name__)
+
+REFRESH_BEFORE = timedelta(seconds=60)  # refresh a token that expires within this
+
+
+class SignInRequired(ConnectionFailed):
+    """The user has no usable grant for this server: they must sign in on the server page."""
+
+
+def _settings(server: Server, user_id: int, redirect_uri: str) -> ClientSettings:
+    """The client for this sign-in. The app's Client ID Metadata Document (tools/runtime/cimd.py) is
+    offered only when the browser comes back to the one redirect URI it lists (PUBLIC_URL's)."""
+    needed = OAuthGrant.objects.filter(server=server, user_id=user_id).values_list("needed_scope", flat=True).first() or ""
+    return ClientSettings(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
+                          metadata_url=cimd.metadata_url() if redirect_uri == cimd.redirect_uri() else "", scope=server.oauth_scope, extra_scope=needed,
+                          registered=server.oauth_client or None)
+
+
+def _client_secret(server: Server, client_id: str) -> str:
+    """The secret of the client a grant or flow used: the pre-registered one, or the registered one."""
+    if server.oauth_client_id == client_id:
+        return server.oauth_client_secret or ""
+    stored = server.oauth_client or {}
+    return (stored.get("client_secret") or "") if stored.get("client_id") == client_id else ""
+
+
+def start(server: Server, user_id: int, redirect_uri: str) -> OAuthFlow:
+    """Begin a sign-in: the flow row, with the authorization URL (or the error) and its steps."""
+    steps = Steps()
+    try:
+        begun = asyncio.run(oauth_flow.begin(server.real_url(), redirect_uri, _settings(server, user_id, redirect_uri), steps))
+    except OAuthError as exc:
+        steps.note("stopped", False, str(exc))
+        return OAuthFlow.objects.create(server=server, user_id=user_id, state=secrets.token_urlsafe(32),
+                                        redirect_uri=redirect_uri, steps=steps.entries, status=OAuthFlow.Status.FAILED,
+                                        error=str(exc), finished_at=timezone.now())
+    if begun.registered is not None:
+        Server.objects.filter(pk=server.pk).update(oauth_client=begun.registered)
+    return OAuthFlow.objects.create(server=server, user_id=user_id, state=begun.state, code_verifier=begun.code_verifier,
+                                    redirect_uri=redirect_uri, authorization_url=begun.authorization_url,
+                                    context=begun.context, steps=steps.entries)
+
+
+def finish(flow: OAuthFlow, code: str, iss: str | None) -> OAuthFlow:
+    """Swap the authorization code for tokens and store them as the user's grant."""
+    steps = Steps(list(flow.steps))
+    context = flow.context
+    try:
+        token = asyncio.run(oauth_flow.exchange_code(context, code, iss, flow.redirect_uri, flow.code_verifier,
+                                                     _client_secret(flow.server, context["client_id"]), steps))
+    except OAuthError as exc:
+        steps.note("stopped", False, str(exc))
+        OAuthFlow.objects.filter(pk=flow.pk).update(steps=steps.entries, status=OAuthFlow.Status.FAILED, error=str(exc),
+                                                    finished_at=timezone.now(), code_verifier="")
+        flow.refresh_from_db()
+        return flow
+    with transaction.atomic():
+        OAuthGrant.objects.update_or_create(server=flow.server, user=flow.user, defaults={
+            **_grant_fields(token, None), "token_endpoint": context["token_endpoint"], "client_id": context["client_id"],
+            "resource": context["resource"], "status": OAuthGrant.Status.ACTIVE, "error": "", "needed_scope": "",
+        })
+        OAuthFlow.objects.filter(pk=flow.pk).update(steps=steps.entries, status=OAuthFlow.Status.SIGNED_IN,
+                                                    finished_at=timezone.now(), code_verifier="")
+    flow.refresh_from_db()
+    return flow
+
+
+def _grant_fields(token: OAuthToken, previous: OAuthGrant | None) -> dict[str, Any]:
+    expires = timezone.now() + timedelta(seconds=int(token.expires_in)) if token.expires_in else None
+    return {"access_token": token.access_token, "token_type": token.token_type or "Bearer",
+            # RFC 6749 §6: a refresh answer may omit both (unchanged).
+            "refresh_token": token.refresh_token or (previous.refresh_token if previous else ""),
+            "scope": token.scope or (previous.scope if previous else ""), "expires_at": expires}
+
+
+def _refresh(grant: OAuthGrant) -> OAuthGrant:
+    try:
+        token = asyncio.run(oauth_flow.refresh(grant.token_endpoint, grant.refresh_token, grant.client_id,
+                                               _client_secret(grant.server, grant.client_id), grant.resource, Steps()))
+    except OAuthError as exc:
+        now = OAuthGrant.objects.select_related("server").filter(pk=grant.pk).first()
+        if now is not None and now.status == OAuthGrant.Status.ACTIVE and now.access_token != grant.access_token:
+            return now  # another request refreshed it first (the refresh token was rotated): use its token
+        OAuthGrant.objects.filter(pk=grant.pk).update(status=OAuthGrant.Status.EXPIRED, error=f"Refreshing the token failed: {exc}")
+        raise SignInRequired(f"{grant.server.name}: your sign-in expired and refreshing it failed ({exc}); "
+                             "sign in again on the server page.") from None
+    OAuthGrant.objects.filter(pk=grant.pk).update(**_grant_fields(token, grant), status=OAuthGrant.Status.ACTIVE, error="")
+    grant.refresh_from_db()
+    return grant
+
+
+def machine_client(server: Server) -> oauth_grants.MachineClient:
+    """The server's own client, for the client credentials grant (tools/mcp/oauth_grants.py)."""
+    return oauth_grants.MachineClient(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
+                                      private_key=server.oauth_private_key or "", auth_method=server.oauth_client_auth,
+                                      scope=server.oauth_scope)
+
+
+def _machine_grant(server: Server, user_id: int) -> OAuthGrant:
+    """A new token from the client credentials grant, stored as this user's grant (the same client
+    for everyone, one connection per user as with sign-ins). Failing, the request fails with why."""
+    steps = Steps()
+    try:
+        token, context = asyncio.run(oauth_grants.client_credentials(server.real_url(), machine_client(server), steps))
+    except OAuthError as exc:
+        OAuthGrant.objects.filter(server=server, user_id=user_id).update(status=OAuthGrant.Status.EXPIRED, error=str(exc)[:500])
+        raise SignInRequired(f"{server.name}: getting a token with the server's client credentials failed: {exc}") from None
+    grant, _ = OAuthGrant.objects.update_or_create(server=server, user_id=user_id, defaults={
+        **_grant_fields(token, None), "token_endpoint": context["token_endpoint"], "client_id": context["client_id"],
+        "resource": context["resource"], "status": OAuthGrant.Status.ACTIVE, "error": "", "needed_scope": "",
+    })
+    return grant
+
+
+def authorized_config(server: Server, config: ServerConfig, user_id: int | None) -> ServerConfig:
+    """`config` for this user's connection: their bearer token, a pool key of their own."""
+    if user_id is None:
+        raise SignInRequired(f"{server.name} needs each user to sign in (OAuth), and this request has no user.")
+    grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id).first()
+    if server.oauth_grant == "client_credentials" and (
+            grant is None or grant.status != OAuthGrant.Status.ACTIVE
+            or (grant.expires_at is not None and grant.expires_at - timezone.now() < REFRESH_BEFORE)):
+        grant = _machine_grant(server, user_id)  # no person, no refresh token: the grant again
+    if grant is None or grant.status != OAuthGrant.Status.ACTIVE:
+        why = f" ({grant.get_status_display()}: {grant.error})" if grant is not None and grant.error else ""
+        raise SignInRequired(f"{server.name} uses OAuth: sign in on the server page first{why}.")
+    if grant.expires_at is not None and grant.expires_at - timezone.now() < REFRESH_BEFORE:
+        if not grant.refresh_token:
+            OAuthGrant.objects.filter(pk=grant.pk).update(status=OAuthGrant.Status.EXPIRED, error="The token expired (no refresh token).")
+            raise SignInRequired(f"{server.name}: your sign-in expired; sign in again on the server page.")
+        grant = _refresh(grant)
+    key = pool_key(server.pk, user_id)
+    BEARER_TOKENS[key] = grant.access_token  # read by each HTTP request of the connection (not in its settings)
+    return replace(config, key=key, bearer=True)
+
+
+def rejected(server: Server, user_id: int | None, exc: ConnectionFailed) -> str:
+    """The server refused this user's token: a 401 (revoked, expired), or a 403 naming a scope the
+    token lacks. The grant is marked so; the next sign-in asks for that scope too. Returns what to
+    tell the user ("" if it was neither, or not an OAuth server)."""
+    if server.auth != "oauth" or user_id is None or exc.http_status not in (401, 403):
+        return ""
+    if exc.http_status == 403:
+        if not exc.needed_scope:
+            return ""  # a 403 about something else (this request, not the token's scope)
+        OAuthGrant.objects.filter(server=server, user_id=user_id).update(
+            status=OAuthGrant.Status.REJECTED, error=str(exc)[:500], needed_scope=exc.needed_scope[:1000])
+        return f"{server.name} needs more access (the scope “{exc.needed_scope}”): sign in again on the server page to grant it."
+    OAuthGrant.objects.filter(server=server, user_id=user_id).update(status=OAuthGrant.Status.REJECTED, error=str(exc)[:500])
+    return f"{server.name} refused your sign-in (HTTP 401): sign in again on the server page."
+
+
+def refresh_after_401(server: Server, user_id: int | None) -> bool:
+    """A 401 on a token we thought valid (the server revoked or shortened it): refresh once. True
+    if a new token was stored (the request, which the server did not process, may go again)."""
+    if server.auth != "oauth" or user_id is None:
+        return False
+    if server.oauth_grant == "client_credentials":
+        try:
+            _machine_grant(server, user_id)
+        except SignInRequired:
+            return False
+        return True
+    grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id,
+                                                               status=OAuthGrant.Status.ACTIVE).first()
+    if grant is None or not grant.refresh_token:
+        return False
+    try:
+        _refresh(grant)
+    except SignInRequired:
+        return False
+    return True
