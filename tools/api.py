@@ -14,7 +14,7 @@ from django.urls import reverse
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import config_file
+from tools import callers, config_file
 from tools.forms import ServerForm, form_data_from_json
 from tools.lookups import editable_server, own_calls, visible_server
 from tools.mcp import tool_headers
@@ -342,7 +342,8 @@ def server_requests(request: HttpRequest) -> JsonResponse:
         qs = qs.filter(tool_call_id=request.GET["tool_call"])
     if request.GET.get("conversation"):
         try:
-            qs = qs.filter(tool_call__conversation_id=int(request.GET["conversation"]))
+            # The caller's ref (tools/callers.py): a conversation's calls carry its id.
+            qs = qs.filter(tool_call__context__refs__conversation_id=int(request.GET["conversation"]))
         except ValueError:
             raise ApiError("`conversation` must be a conversation id.") from None
     if request.GET.get("open") in ("1", "true", "yes"):
@@ -355,7 +356,7 @@ def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
     row = get_object_or_404(ServerRequest.objects.visible_to(request.user), pk=pk)
     data = server_request_json(row, detail=True)
     call = row.tool_call
-    data["conversation_model"] = call.conversation.model if call and call.conversation_id else None
+    data["conversation_model"] = (callers.model(call) or None) if call else None  # the caller's model
     return JsonResponse(data)
 
 
@@ -364,6 +365,6 @@ def server_request_answer(request: HttpRequest, pk) -> JsonResponse:
     """The user's answer: elicitation `{action: accept|decline|cancel, content?}`; sampling
     `{action: approve, messages, model?, api_base?}`, then `{action: send, text?}`, or `{action: reject}`."""
     row = get_object_or_404(ServerRequest.objects.filter(tool_call__in=own_calls(request).values("pk"))
-                            .select_related("tool_call__conversation"), pk=pk)
+                            .select_related("tool_call"), pk=pk)
     row = lifecycle.answer(row, request.user, json_body(request))
     return JsonResponse(server_request_json(row, detail=True))

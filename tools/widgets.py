@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
+from tools import callers
 from tools.api import streamed
 from tools.models import Server, Tool, ToolCall, UiResource
 from tools.runtime import lifecycle, stored_result
@@ -84,7 +85,7 @@ def view(request: HttpRequest, pk) -> JsonResponse:
         html, mime, meta = _html_of(embedded), embedded.get("mimeType") or "", ((embedded.get("_meta") or {}).get("ui")) or {}
     else:
         raise ApiError("This tool call has no interactive view.", status=404)
-    return JsonResponse(_view_json(tool, call.tool_name, html, mime, meta, call.related_or_none("model_context")))
+    return JsonResponse(_view_json(tool, call.tool_name, html, mime, meta, callers.view_state(call)))
 
 
 @api_view("GET")
@@ -101,7 +102,7 @@ def tool_view(request: HttpRequest, pk: int, name: str) -> JsonResponse:
 
 def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: dict, context) -> dict[str, Any]:
     """What the widget host needs to mount a view (see static/js/app-view.js). `context`: the
-    view's stored model context (a chat.ModelContext, read through the call), or None."""
+    view's stored state as its caller kept it (`callers.view_state`: content, structured, widget_state), or None."""
     warning = ""
     mime_base = mime.split(";")[0].strip().lower()
     openai = bool(tool and tool.is_openai_widget) or mime == SKYBRIDGE_MIME
@@ -115,8 +116,8 @@ def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: di
         "prefersBorder": meta.get("prefersBorder"), "domain": meta.get("domain"), "openai": openai,
         "tool": tool.definition if tool else {"name": tool_name},
         # The Apps SDK shim saves setWidgetState as the view's structured model context.
-        "widget_state": (context.widget_state if context.widget_state is not None else (context.structured if openai else None)) if context else None,
-        "model_context": {"content": context.content, "structuredContent": context.structured} if context else None,
+        "widget_state": (context["widget_state"] if context["widget_state"] is not None else (context["structured"] if openai else None)) if context else None,
+        "model_context": {"content": context["content"], "structuredContent": context["structured"]} if context else None,
         "display_modes": declared or ["inline"], "warning": warning,
     }
 
@@ -193,7 +194,7 @@ def _start_view_call(request: HttpRequest, server: Server, origin_call: ToolCall
     # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is enqueued at once.
     return start_tool_call(
         server=server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.WIDGET, user=request.user,
-        conversation=origin_call.conversation if origin_call else None, view_call=origin_call,
+        caller=callers.of_call(origin_call) if origin_call else None, view_call=origin_call,
     )
 
 

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from inspector.celery import app
 from inspector.errors import Unavailable
+from tools.callers import Caller
 from tools.models import Server, ServerRequest, Tool, ToolCall
 from tools.runtime import events, input_rounds, pipeline, server_requests, waits
 from tools.runtime.deadlines import resolve_timeout
@@ -42,12 +43,13 @@ END_RECHECK = 1.0  # seconds between looks at the row while waiting for a call's
 
 
 def start_tool_call(
-    *, server: Server, tool_name: str, arguments: dict, origin: str, user, conversation=None, turn=None,
+    *, server: Server, tool_name: str, arguments: dict, origin: str, user, caller: Caller | None = None,
     llm_tool_call_id: str = "", replay_of: ToolCall | None = None, enqueue: bool = True, tool: Tool | None = None,
     timeout: float | None = None, view_call: ToolCall | None = None, as_task: bool = False,
 ) -> ToolCall:
     """Create the queued row and, unless the caller schedules it (a chat step's chord), enqueue
-    its task after commit. Pass `tool` when the caller has already looked it up.
+    its task after commit. Pass `tool` when the caller has already looked it up, and `caller`
+    when an app above tools started it (a conversation: tools/callers.py).
 
     `timeout` overrides the server's call timeout for this call (1 s up to MCP_MAX_CALL_TIMEOUT,
     else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/runtime/deadlines.py).
@@ -59,7 +61,7 @@ def start_tool_call(
     call = ToolCall.objects.create(
         task_mode=tool.task_mode(as_task) if tool is not None else "",
         server=server, server_name=server.name, tool_name=tool_name, arguments=arguments, origin=origin,
-        requested_by=user, conversation=conversation, turn=turn, llm_tool_call_id=llm_tool_call_id,
+        requested_by=user, llm_tool_call_id=llm_tool_call_id, **(caller or Caller()).row_fields(),
         is_app=bool(tool and tool.is_app), replay_of=replay_of, view_call=view_call, celery_task_id=str(uuid.uuid4()), timeout_s=timeout_s,
     )
     if enqueue:

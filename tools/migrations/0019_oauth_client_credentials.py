@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools', '0016_set_aside_tools'),
+        ('tools', '0018_set_aside_tools'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools', '0015_resource_subscriptions'),
+        ('tools', '0017_drop_chat_links'),
     ]
 
     operations = [
