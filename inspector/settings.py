@@ -325,7 +325,7 @@ MCP_INPUT_MAX_ROUNDS = _env_int("MCP_INPUT_MAX_ROUNDS", 10)
 MCP_INPUT_STATE_MAX_BYTES = _env_int("MCP_INPUT_STATE_MAX_BYTES", 256 * 1024)
 
 # A server's sampling/createMessage carrying more text than this is refused with a clear
-# message (tools/runtime/server_requests.py): it would not fit a model, nor a page.
+# message (tools/runtime/server_requests/): it would not fit a model, nor a page.
 SAMPLING_MAX_CHARS = _env_int("SAMPLING_MAX_CHARS", 100_000)
 
 # A JSON-RPC frame larger than this is logged as a preview (its size kept): the full tool

@@ -313,7 +313,7 @@ def servers_export(request: HttpRequest) -> JsonResponse:
     return response
 
 
-# --- a call while it runs: Cancel, log messages, what the server asks (tools/runtime/server_requests.py) ---------
+# --- a call while it runs: Cancel, log messages, what the server asks (tools/runtime/server_requests/) ---------
 
 @api_view("POST")
 def tool_call_cancel(request: HttpRequest, pk) -> JsonResponse:

@@ -126,7 +126,7 @@ class Server(models.Model):
     shared = models.BooleanField("shared with the team", default=False)
     enabled = models.BooleanField(default=True)
     projection_policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.CONTENT_FIRST)
-    # What this client offers the server (tools/runtime/server_requests.py answers roots/list from it).
+    # What this client offers the server (tools/runtime/server_requests/ answers roots/list from it).
     roots = models.JSONField(
         default=list, blank=True,
         help_text='Roots answered to the server\'s roots/list: [{"uri": "file:///…", "name": "…"}].',
@@ -612,7 +612,7 @@ class ServerRequest(models.Model):
     inside a live `tools/call` and the worker holding it waits (on Redis) for the answer; on a
     2026-07-28 connection (multi round-trip input) the call's result names the requests and the
     answer queues a retry (`protocol`, `round`, `input_key`). Either way the browser answers
-    through the same API and the same cards (tools/runtime/server_requests.py).
+    through the same API and the same cards (tools/runtime/server_requests/).
     """
 
     class Kind(models.TextChoices):

@@ -4,7 +4,7 @@ On a 2026-07-28 connection a server does not send elicitation, sampling or roots
 its own: it answers `tools/call` with `resultType: "input_required"`, its `inputRequests` and an
 opaque `requestState`, and the client calls again with `inputResponses` and the state echoed
 verbatim. Here that becomes the same `ServerRequest` rows, events, cards and answer API as a
-legacy server's requests (tools/runtime/server_requests.py), with one difference: no worker waits.
+legacy server's requests (tools/runtime/server_requests/), with one difference: no worker waits.
 
 - The worker stores the round (`store_round`): one row per request (`protocol` input_required,
   `round`, `input_key`); roots are answered at once from the server's settings; a request the
@@ -111,7 +111,7 @@ def store_round(call: ToolCall, raw: dict[str, Any]) -> Round:
         roots = None
         for key, request in requests.items():
             method, params = request["method"], request.get("params") or {}
-            kind = KINDS[method]
+            kind = KINDS[method].row_kind
             row = ServerRequest(
                 tool_call_id=call.pk, server_id=call.server_id, kind=kind, method=method, params=params,
                 protocol=ServerRequest.Protocol.INPUT_REQUIRED, round=number, input_key=key,
@@ -132,7 +132,7 @@ def store_round(call: ToolCall, raw: dict[str, Any]) -> Round:
                 if row.status == ServerRequest.Status.PENDING:
                     row.status, row.error, row.answered_at = ServerRequest.Status.CANCELLED, "Another request of this round was refused.", now
         pending = sum(row.status == ServerRequest.Status.PENDING for row in rows)
-        summary = {"round": number, "keys": list(requests), "kinds": [KINDS[r["method"]] for r in requests.values()],
+        summary = {"round": number, "keys": list(requests), "kinds": [KINDS[r["method"]].row_kind for r in requests.values()],
                    "state_bytes": len(state.encode()) if state else 0, "has_state": state is not None,
                    "at": now.isoformat()}
         changes: dict[str, Any] = {"input_round": number, "input_state": state or "",
