@@ -25,9 +25,11 @@ LOGIN_PAGES = {"/login/", "/admin/login/"}
 # Routes anybody may open (exact route strings as Django lists them). Keep this small.
 #  - healthz: for load balancers (checked separately: it must leak nothing to anonymous users);
 #  - the login pages;
+#  - the OAuth Client ID Metadata Document (tools/runtime/cimd.py): authorization servers fetch it with no
+#    session; it is metadata, no secret;
 #  - the widget sandbox proxy: answers only on SANDBOX_ORIGIN (a 404 on the app's host).
 # Static files are served by ASGIStaticFilesHandler, outside the URL resolver.
-PUBLIC = {"healthz", "login/", "admin/login/"}
+PUBLIC = {"healthz", "login/", "admin/login/", "oauth/client-metadata.json"}
 SANDBOX_ONLY = {"sandbox/proxy/"}
 
 # Bodies that would do something if the view forgot to check who asks.
