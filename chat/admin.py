@@ -2,8 +2,8 @@
 
 from django.contrib import admin
 
+from chat.models import Conversation, Message, ModelContext, ProviderKey, ReplayItem, ReplayRun, Turn
 from inspector.admin import ReadOnlyAdmin
-from chat.models import Conversation, Message, ModelContext, ProviderKey, Turn, ReplayItem, ReplayRun
 
 
 class MessageInline(admin.TabularInline):

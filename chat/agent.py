@@ -25,9 +25,9 @@ from chat import history, llm
 from chat.models import Conversation, Message, Turn
 from chat.tool_calls import caller, calls_of, calls_of_turn
 from inspector.events import publish
+from tools.models import ToolCall
 from tools.runtime import events
 from tools.runtime.lifecycle import cancel_calls, start_tool_call
-from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
 

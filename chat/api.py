@@ -15,8 +15,8 @@ from chat.models import Conversation, ReplayRun, Turn
 from chat.settings_schema import ConversationSettings
 from chat.tool_calls import calls_of, follow_model
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools.runtime.events import summary_queryset, tool_call_json
 from tools.models import Server
+from tools.runtime.events import summary_queryset, tool_call_json
 from tools.runtime.stored_result import SplicedBody
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import uuid
 from datetime import datetime
 from datetime import timezone as dt_timezone
-import re
 from typing import Annotated, Any, Literal
 
 from django.conf import settings

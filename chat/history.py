@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 
 from chat.models import Conversation, Message, ModelContext, ViewTools
 from chat.toolnames import assign
-from tools.runtime.projection import cap_text
 from tools.models import Server, ToolCall
+from tools.runtime.projection import cap_text
 
 CANCELLED_NOTE = "The tool call was cancelled before it finished."
 PENDING_NOTE = "The tool call has not finished."

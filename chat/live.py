@@ -10,9 +10,11 @@ user message per turn, the next only once the last turn ended. Nothing waits ins
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from celery import signature
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -24,6 +26,8 @@ from chat.tool_calls import calls_of, turn_id_of
 from tools.models import Server, ToolCall
 
 log = logging.getLogger(__name__)
+
+ADVANCE = "chat.tasks.live_advance"  # sent by name: chat/tasks.py defines it and imports this module
 
 POLL_SECONDS = 1.0
 STALL_SECONDS = 60
@@ -85,16 +89,15 @@ def start_live(conversation: Conversation, user, *, model: Any, api_base: Any = 
 
 
 def _send(run_id: int, countdown: float | None = None) -> None:
-    from chat.tasks import live_advance
-
     try:
-        live_advance.apply_async((run_id,), countdown=countdown)
+        signature(ADVANCE, args=(run_id,)).apply_async(countdown=countdown)
     except Exception as exc:  # noqa: BLE001 - the sweep sends it again
         log.warning("could not send live_advance for run %s (%s)", run_id, exc)
 
 
-def advance(run_id: int) -> str:
-    """Post the next user message once the previous turn ended; compare at the end."""
+def advance(run_id: int, begin_turn: Callable[[Conversation, str], Turn]) -> str:
+    """Post the next user message once the previous turn ended (`begin_turn`: chat/tasks.py's, which
+    sends its first step); compare at the end."""
     with transaction.atomic():
         # of=self: PostgreSQL cannot lock the nullable side of the outer join to live_conversation.
         run = ReplayRun.objects.select_for_update(of=("self",)).filter(pk=run_id).select_related("live_conversation", "conversation").first()
@@ -117,8 +120,6 @@ def advance(run_id: int) -> str:
         texts = user_messages(run.conversation)
         sent = new.messages.filter(role=Message.Role.USER).count()
         if sent < len(texts):
-            from chat.tasks import begin_turn
-
             begin_turn(new, texts[sent])
             ReplayRun.objects.filter(pk=run.pk).update(summary={**run.summary, "turns_sent": sent + 1})
             transaction.on_commit(lambda: _send(run.pk, POLL_SECONDS))

@@ -17,9 +17,9 @@ from chat import archive
 from chat.models import Conversation, Message, ModelContext
 from chat.tool_calls import calls_of, view_state
 from inspector.api import ApiError
-from tools.runtime.events import tool_call_json
-from tools.runtime import stored_result
 from tools.models import Server, Tool, ToolCall, UiResource
+from tools.runtime import stored_result
+from tools.runtime.events import tool_call_json
 
 
 def _ms(a, b) -> float | None:
@@ -88,7 +88,7 @@ def view_json(conversation: Conversation, call_id) -> dict[str, Any]:
     from tools.widgets import _html_of, _view_json, fetch_ui_resource
 
     call = get_object_or_404(calls_of(conversation).select_related("server"), pk=call_id)
-    context = view_state(call)  # the shape tools' view JSON reads (chat/tool_calls.py)
+    context = view_state(call)  # the view's stored model context, as tools/widgets.py takes it
     embedded = stored_result.embedded_view(call.pk)  # read in pieces, parsed only if it names a ui:// resource
     if conversation.imported:
         stored = archive.imported_view(conversation, call) or {}

@@ -19,17 +19,23 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from celery import chain, signature
 from django.db import transaction
 from django.utils import timezone
 
 from chat import jsondiff
 from chat.models import Conversation, ReplayItem, ReplayRun
 from chat.tool_calls import caller, calls_of
-from tools.runtime import stored_result
-from tools.models import Server, ToolCall, ToolResult
 from tools.mcp.wire_result import LARGE_BYTES
+from tools.models import Server, ToolCall, ToolResult
+from tools.runtime import stored_result
+from tools.runtime.lifecycle import start_tool_call
 
 log = logging.getLogger(__name__)
+
+# Tasks are sent by name (chat/tasks.py defines them and imports this module).
+ADVANCE = "chat.tasks.replay_advance"
+EXECUTE = "tools.tasks.execute_tool_call"
 
 # The calls a re-run repeats: what the model asked for and what the conversation's views asked for.
 RECORDED_ORIGINS = (ToolCall.Origin.LLM, ToolCall.Origin.WIDGET)
@@ -133,22 +139,14 @@ def start_run(conversation: Conversation, user, *, ignore_paths: Any = None, ser
 
 
 def _send_advance(run_id: int) -> None:
-    from chat.tasks import replay_advance
-
     try:
-        replay_advance.delay(run_id)
+        signature(ADVANCE, args=(run_id,)).delay()
     except Exception as exc:  # noqa: BLE001 - the sweep and readers of the run advance it later
         log.warning("could not send replay_advance for run %s (%s)", run_id, exc)
 
 
 def advance(run_id: int) -> str:
     """Compare every call that ended, start the next one, or finish the run. Idempotent."""
-    from celery import chain
-
-    from chat.tasks import replay_advance
-    from tools.runtime.lifecycle import start_tool_call
-    from tools.runtime.tasks import execute_tool_call
-
     with transaction.atomic():
         run = ReplayRun.objects.select_for_update().filter(pk=run_id).select_related("created_by", "conversation").first()
         if run is None or run.status != ReplayRun.Status.RUNNING or run.kind != ReplayRun.Kind.RECORDED:
@@ -173,7 +171,8 @@ def advance(run_id: int) -> str:
                 item.call = call
                 item.save(update_fields=["call"])
                 ReplayRun.objects.filter(pk=run.pk).update(updated_at=timezone.now())
-                steps = chain(execute_tool_call.si(str(call.pk)).set(task_id=call.celery_task_id), replay_advance.si(run.pk))
+                steps = chain(signature(EXECUTE, args=(str(call.pk),), immutable=True).set(task_id=call.celery_task_id),
+                              signature(ADVANCE, args=(run.pk,), immutable=True))
                 transaction.on_commit(steps.apply_async)
                 return "started"
             call = ToolCall.objects.select_related("full_result", "projection").defer("full_result__raw").get(pk=item.call_id)

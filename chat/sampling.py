@@ -12,11 +12,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery import signature
+
 from chat.llm import completion_kwargs, credentials, describe_provider_error, load_litellm
 from chat.models import ProviderKey
 from chat.tool_calls import conversation_of
-from tools.runtime import events
 from tools.models import ServerRequest
+from tools.runtime import events
 from tools.runtime.server_requests import publish_request
 
 log = logging.getLogger(__name__)
@@ -25,10 +27,9 @@ STOP_REASONS = {"stop": "endTurn", "length": "maxTokens", "content_filter": "end
 
 
 def queue_sampling(sender, server_request: ServerRequest, **kwargs) -> None:
-    """tools.signals.sampling_approved: run it in a worker (chat.tasks.run_sampling)."""
-    from chat.tasks import run_sampling
-
-    run_sampling.delay(str(server_request.pk))
+    """tools.signals.sampling_approved: run it in a worker (chat.tasks.run_sampling, sent by name:
+    chat/tasks.py defines it and imports this module)."""
+    signature("chat.tasks.run_sampling", args=(str(server_request.pk),)).delay()
 
 
 def _credentials(row: ServerRequest, model: str) -> dict[str, Any]:

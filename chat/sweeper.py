@@ -3,7 +3,7 @@
 Each worker starts a daemon thread when it is ready (chat/tasks.py). Every SWEEP_INTERVAL
 seconds it (never two workers at once: a Redis lock) ends or re-sends tool calls past their
 deadline (tools/runtime/sweep.py) and resumes or closes turns that stopped making progress
-(chat.tasks.close_stale_turns). It lives in the workers, so `make run`, the tests and a
+(chat/tasks.py close_stale_turns, handed to `start`). It lives in the workers, so `make run`, the tests and a
 scaled-out deployment get it without another process to run; it lives in `chat` because it
 sweeps both apps and dependencies run chat -> tools.
 """
@@ -13,23 +13,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import redis
 from django.conf import settings
 from django.db import close_old_connections
+
+from chat.live import resume_stalled_live_runs
+from chat.replay import resume_stalled_runs
+from tools.runtime.sweep import sweep_calls
 
 log = logging.getLogger(__name__)
 
 _started = threading.Event()
 
 
-def sweep_once() -> None:
-    """One pass of both sweeps (each failure logged, never raised: the worker must keep running)."""
-    from chat.live import resume_stalled_live_runs
-    from chat.replay import resume_stalled_runs
-    from chat.tasks import close_stale_turns
-    from tools.runtime.sweep import sweep_calls
-
+def sweep_once(close_stale_turns: Callable[[], int]) -> None:
+    """One pass of both sweeps (each failure logged, never raised: the worker must keep running).
+    `close_stale_turns` is chat/tasks.py's (it resumes a turn by sending its step)."""
     for name, fn in (("tool calls", sweep_calls), ("turns", close_stale_turns), ("replay runs", resume_stalled_runs),
                      ("live replay runs", resume_stalled_live_runs)):
         try:
@@ -53,7 +54,7 @@ def lock_key() -> str:
     return f"{settings.REDIS_PREFIX}sweep-lock"
 
 
-def _run() -> None:
+def _run(close_stale_turns: Callable[[], int]) -> None:
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
     while True:
         try:
@@ -61,7 +62,7 @@ def _run() -> None:
             lock = client.lock(lock_key(), timeout=lock_ttl(), blocking=False)
             if lock.acquire():
                 try:
-                    sweep_once()
+                    sweep_once(close_stale_turns)
                 finally:
                     try:
                         lock.release()
@@ -72,9 +73,9 @@ def _run() -> None:
         time.sleep(settings.SWEEP_INTERVAL)
 
 
-def start() -> None:
+def start(close_stale_turns: Callable[[], int]) -> None:
     """Start this process's sweeper thread once."""
     if _started.is_set():
         return
     _started.set()
-    threading.Thread(target=_run, name="sweeper", daemon=True).start()
+    threading.Thread(target=_run, args=(close_stale_turns,), name="sweeper", daemon=True).start()

@@ -14,7 +14,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
 
-from chat import agent
+from chat import agent, live, replay, sampling, sweeper
 from chat.models import Conversation, Turn
 from inspector import logs
 from tools.runtime.tasks import execute_tool_call
@@ -87,31 +87,23 @@ def close_stale_turns() -> int:
 def start_sweeping(**kwargs) -> None:
     """A worker that starts may be replacing one that died mid-turn: sweep now, then every
     SWEEP_INTERVAL seconds (chat/sweeper.py)."""
-    from chat import sweeper
-
-    sweeper.start()
+    sweeper.start(close_stale_turns)
 
 
 @shared_task(name="chat.tasks.replay_advance")
 def replay_advance(run_id: int) -> str:
     """The next step of a recorded replay: compare what ended, start the next call (chat/replay.py)."""
-    from chat import replay
-
     return replay.advance(run_id)
 
 
 @shared_task(name="chat.tasks.live_advance")
 def live_advance(run_id: int) -> str:
     """The next step of a live replay: post the next user message once the last turn ended (chat/live.py)."""
-    from chat import live
-
-    return live.advance(run_id)
+    return live.advance(run_id, begin_turn)
 
 
 @shared_task(name="chat.tasks.run_sampling", acks_late=False)
 def run_sampling(server_request_id: str) -> str:
     """A server's approved sampling request, run on the model (chat/sampling.py). Not retried:
     a person is waiting and can approve again."""
-    from chat import sampling
-
     return sampling.run(server_request_id)
