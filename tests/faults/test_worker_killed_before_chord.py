@@ -15,7 +15,7 @@ from chat.tool_calls import calls_of_turn
 from chat.models import Message, Turn
 from tests.figures import record
 from tests.helpers import kill_and_replace, refresh_tools, stop_process, wait_for, worker_to_kill
-from tools.models import RpcFrame, ToolCall
+from tools.models import RpcFrame
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

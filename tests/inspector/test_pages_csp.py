@@ -15,7 +15,6 @@ from playwright.sync_api import expect
 from chat.tool_calls import calls_of
 from chat.models import Conversation
 from tests.helpers import start_daphne, stop_process, login_page, refresh_tools, run_call, wait_for
-from tools.models import ToolCall
 
 # A 1x1 transparent PNG.
 PIXEL = bytes.fromhex(

@@ -4,6 +4,7 @@ conformance client uses it too, conformance/client.py)."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 
 def with_defaults(schema: Any, content: dict[str, Any]) -> dict[str, Any]:
@@ -83,3 +84,19 @@ def describe_problems(schema: Any, problems: dict[str, str]) -> str:
     for name, said in problems.items():
         parts.append(said if not name else f"{title_of(schema, name)}: {said[:1].lower()}{said[1:]}")
     return " ".join(parts)
+
+
+def url_problem(url: Any) -> str:
+    """Why a URL-mode elicitation's URL must not be shown as a link ('' when it may)."""
+    if not isinstance(url, str) or not url.strip():
+        return "The URL-mode elicitation has no URL."
+    if len(url) > 4096:
+        return f"The URL is {len(url)} characters long; at most 4096 are allowed."
+    if any(ord(c) < 33 or c == "\x7f" for c in url):
+        return "The URL contains spaces or control characters."
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"Only http and https URLs can be opened, not “{parts.scheme or url[:20]}:”."
+    if not parts.hostname:
+        return "The URL has no host."
+    return ""

@@ -111,7 +111,7 @@ def store_round(call: ToolCall, raw: dict[str, Any]) -> Round:
         roots = None
         for key, request in requests.items():
             method, params = request["method"], request.get("params") or {}
-            kind = KINDS[method]
+            kind = KINDS[method].row_kind
             row = ServerRequest(
                 tool_call_id=call.pk, server_id=call.server_id, kind=kind, method=method, params=params,
                 protocol=ServerRequest.Protocol.INPUT_REQUIRED, round=number, input_key=key,
@@ -132,7 +132,7 @@ def store_round(call: ToolCall, raw: dict[str, Any]) -> Round:
                 if row.status == ServerRequest.Status.PENDING:
                     row.status, row.error, row.answered_at = ServerRequest.Status.CANCELLED, "Another request of this round was refused.", now
         pending = sum(row.status == ServerRequest.Status.PENDING for row in rows)
-        summary = {"round": number, "keys": list(requests), "kinds": [KINDS[r["method"]] for r in requests.values()],
+        summary = {"round": number, "keys": list(requests), "kinds": [KINDS[r["method"]].row_kind for r in requests.values()],
                    "state_bytes": len(state.encode()) if state else 0, "has_state": state is not None,
                    "at": now.isoformat()}
         changes: dict[str, Any] = {"input_round": number, "input_state": state or "",
