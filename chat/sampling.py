@@ -1,6 +1,6 @@
 """Running a server's sampling request through litellm, once the user approved it.
 
-The server asked (sampling/createMessage, tools/runtime/server_requests.py); the user saw and possibly
+The server asked (sampling/createMessage, tools/runtime/server_requests/); the user saw and possibly
 edited the messages and approved; this runs them on the conversation's model with the
 conversation's credentials (or, for a call made from the inspector's tool page, the model the
 user chose and their saved provider key) and stores the answer as `generated`. The user sees it

@@ -26,13 +26,21 @@ from tools.runtime.sweep import sweep_calls
 log = logging.getLogger(__name__)
 
 _started = threading.Event()
+# Sweeps other apps add (evals/tasks.py), so chat never imports the apps built on it.
+_registered: list[tuple[str, Callable[[], object]]] = []
+
+
+def register(name: str, fn: Callable[[], object]) -> None:
+    """Add an idempotent sweep `fn` to every pass (once per name)."""
+    if all(n != name for n, _ in _registered):
+        _registered.append((name, fn))
 
 
 def sweep_once(close_stale_turns: Callable[[], int]) -> None:
     """One pass of both sweeps (each failure logged, never raised: the worker must keep running).
     `close_stale_turns` is chat/tasks.py's (it resumes a turn by sending its step)."""
     for name, fn in (("tool calls", sweep_calls), ("turns", close_stale_turns), ("replay runs", resume_stalled_runs),
-                     ("live replay runs", resume_stalled_live_runs)):
+                     ("live replay runs", resume_stalled_live_runs), *_registered):
         try:
             fn()
         except Exception:  # noqa: BLE001 - the next pass tries again

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2  # noqa: E402
 
-from tools.mcp import oauth_flow
+from tools.mcp import oauth_flow, oauth_grants, tool_headers  # noqa: E402
 from tools.mcp.config import ServerConfig  # noqa: E402
 from tools.mcp.connection import Connection  # noqa: E402
 from tools.mcp.errors import ConnectionFailed  # noqa: E402
@@ -29,6 +29,10 @@ from tools.mcp.elicitation import with_defaults  # noqa: E402
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
 REDIRECT_URI = "http://localhost:3000/callback"
+# This client's Client ID Metadata Document URL: the one the suite's auth/basic-cimd scenario
+# expects as the client id (its authorization server does not fetch it). The inspector's own is
+# PUBLIC_URL/oauth/client-metadata.json (tools/runtime/cimd.py).
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 # The tool each scenario's server offers, and the arguments to call it with.
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -56,7 +60,7 @@ async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[st
     authorization URL is fetched and its redirect read. A pre-registered client comes in the
     scenario's context."""
     settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),
-                                         scope=scope)
+                                         metadata_url=CLIENT_METADATA_URL, scope=scope)
     steps = oauth_flow.Steps()
     begun = await oauth_flow.begin(url, REDIRECT_URI, settings, steps)
     async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as http:
@@ -70,16 +74,40 @@ async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[st
     return {"Authorization": f"Bearer {token.access_token}"}
 
 
+def placeholder_arguments(tool: dict[str, Any]) -> dict[str, Any]:
+    """A value for each required property, by its type (what someone trying a tool would type)."""
+    schema = tool.get("inputSchema") or {}
+    values = {"string": "conformance", "integer": 0, "number": 0, "boolean": False, "object": {}, "array": []}
+    return {name: values.get((schema.get("properties") or {}).get(name, {}).get("type"), "conformance")
+            for name in schema.get("required") or []}
+
+
 async def session(config: ServerConfig, scenario: str) -> None:
     async with Connection(config, on_server_request=answer) as conn:
-        await conn.list_tools()
-        if scenario in CALLS:
+        listed = await conn.list_tools()
+        if scenario == "http-invalid-tool-headers":
+            # What the inspector stores (tools/runtime/remote.py store_tools): the tools set aside for an
+            # invalid x-mcp-header are not tools; every other one is called.
+            kept, _ = tool_headers.set_aside(listed, conn.protocol_version)
+            for tool in kept:
+                await conn.call_tool(tool["name"], placeholder_arguments(tool), timeout=20)
+        elif scenario in CALLS:
             name, arguments = CALLS[scenario]
             await conn.call_tool(name, arguments, timeout=20)
         elif scenario.startswith("auth/"):
             tools = await conn.list_tools()
             if tools:
                 await conn.call_tool(tools[0]["name"], {}, timeout=20)
+
+
+async def machine_token(url: str, context: dict[str, Any]) -> dict[str, str]:
+    """The client credentials grant (tools/mcp/oauth_grants.py): the scenario's client id with its
+    secret (client_secret_basic) or private key (private_key_jwt)."""
+    client = oauth_grants.MachineClient(client_id=context["client_id"], client_secret=context.get("client_secret", ""),
+                                        private_key=context.get("private_key_pem", ""),
+                                        signing_alg=context.get("signing_algorithm", ""))
+    token, _ = await oauth_grants.client_credentials(url, client, oauth_flow.Steps())
+    return {"Authorization": f"Bearer {token.access_token}"}
 
 
 NEEDS_SCOPE = re.compile(r"needs the scope “([^”]*)”")
@@ -97,7 +125,9 @@ async def run(url: str, scenario: str) -> None:
             return await session(config, scenario)
         except ConnectionFailed as exc:
             needed = NEEDS_SCOPE.search(str(exc))
-            if "401" in str(exc) and not headers:
+            if "401" in str(exc) and not headers and scenario.startswith("auth/client-credentials-"):
+                headers = await machine_token(url, context)
+            elif "401" in str(exc) and not headers:
                 headers = await sign_in(url, context)
             elif needed and attempt < 2 and not set(needed.group(1).split()) <= set(scope.split()):
                 scope = " ".join(dict.fromkeys([*scope.split(), *needed.group(1).split()]))

@@ -109,6 +109,7 @@ INSTALLED_APPS = [
     "inspector",
     "tools",
     "chat",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -325,7 +326,7 @@ MCP_INPUT_MAX_ROUNDS = _env_int("MCP_INPUT_MAX_ROUNDS", 10)
 MCP_INPUT_STATE_MAX_BYTES = _env_int("MCP_INPUT_STATE_MAX_BYTES", 256 * 1024)
 
 # A server's sampling/createMessage carrying more text than this is refused with a clear
-# message (tools/runtime/server_requests.py): it would not fit a model, nor a page.
+# message (tools/runtime/server_requests/): it would not fit a model, nor a page.
 SAMPLING_MAX_CHARS = _env_int("SAMPLING_MAX_CHARS", 100_000)
 
 # A JSON-RPC frame larger than this is logged as a preview (its size kept): the full tool
@@ -353,6 +354,15 @@ REPLAY_IMPORT_MAX_BYTES = _env_int("REPLAY_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
 # A live replay (chat/live.py) gives up on a turn that has not ended after this long.
 REPLAY_LIVE_TURN_TIMEOUT = _env_float("REPLAY_LIVE_TURN_TIMEOUT", 600.0)
 LLM_TIMEOUT = _env_float("LLM_TIMEOUT", 120.0)
+# Evals (evals/runs.py): attempts running at once per provider within a run (a run may ask for
+# fewer), the most repeats of a case, and how long one turn of an attempt may run.
+EVALS_CONCURRENCY_PER_PROVIDER = _env_int("EVALS_CONCURRENCY_PER_PROVIDER", 4)
+EVALS_MAX_REPEAT = _env_int("EVALS_MAX_REPEAT", 50)
+EVALS_TURN_TIMEOUT = _env_float("EVALS_TURN_TIMEOUT", 600.0)
+# A running eval run whose advance has not run for this long (its worker died) is sent again by
+# the sweep; an attempt whose grading was lost is graded again after EVALS_REGRADE_SECONDS.
+EVALS_STALL_SECONDS = _env_float("EVALS_STALL_SECONDS", 30.0)
+EVALS_REGRADE_SECONDS = _env_float("EVALS_REGRADE_SECONDS", 120.0)
 # A step's lease is LLM_TIMEOUT + this margin after its claim (or its last streamed beat): past
 # it, the step's worker is presumed dead and the sweep sends the step again (chat/agent.py).
 LLM_STEP_LEASE_MARGIN = _env_float("LLM_STEP_LEASE_MARGIN", 60.0)

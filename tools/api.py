@@ -17,6 +17,7 @@ from inspector.api import ApiError, Body, api_view, json_body, parse_body
 from tools import callers, config_file
 from tools.forms import ServerForm, form_data_from_json
 from tools.lookups import editable_server, own_calls, visible_server
+from tools.mcp import tool_headers
 from tools.models import OAuthGrant, Server, ServerLogMessage, ServerRequest, ToolCall
 from tools.runtime import deadlines, lifecycle, stored_result
 from tools.runtime.events import pushes_result, tool_call_json
@@ -71,7 +72,8 @@ def server_refresh(request: HttpRequest, pk: int) -> JsonResponse:
 @api_view("GET")
 def server_tools(request: HttpRequest, pk: int) -> JsonResponse:
     server = visible_server(request, pk)
-    return JsonResponse({"tools": [tool_json(t) for t in server.tools.all()]})
+    return JsonResponse({"tools": [tool_json(t) for t in server.tools.all()],
+                         "set_aside": [{"name": t["name"], "reason": t["reason"]} for t in server.set_aside_tools or []]})
 
 
 class CompletionRef(Body):
@@ -109,6 +111,9 @@ def oauth_sign_in(request: HttpRequest, pk: int) -> JsonResponse:
     server = visible_server(request, pk)
     if server.auth != "oauth":
         raise ApiError("This server does not use OAuth (set Authorization to OAuth in its settings).", status=409)
+    if server.oauth_grant == "client_credentials":
+        raise ApiError("This server uses the client credentials grant: its client gets each token itself, no sign-in.",
+                       status=409)
     redirect_uri = request.build_absolute_uri(reverse("oauth_callback"))
     answer = lifecycle.start_sign_in(server.pk, request.user.pk, redirect_uri)
     if not answer.get("ok"):
@@ -191,6 +196,8 @@ def _start_manual_call(request: HttpRequest, pk: int, name: str) -> ToolCall:
         raise ApiError(f"The server “{server.name}” is disabled; enable it first.", status=409)
     body = parse_body(request, CallBody)
     tool = server.tools.filter(name=name).only("is_app", "definition").first()
+    if tool is None and (aside := tool_headers.find(server, name)) is not None:
+        raise ApiError(f"The tool {name!r} was set aside and cannot be called: {aside['reason']}.", status=409)
     if tool is None:
         raise ApiError(f"The server has no tool named {name!r} (refresh the server if it is new).", status=404)
     if body.task and tool.task_support == "forbidden":
@@ -306,7 +313,7 @@ def servers_export(request: HttpRequest) -> JsonResponse:
     return response
 
 
-# --- a call while it runs: Cancel, log messages, what the server asks (tools/runtime/server_requests.py) ---------
+# --- a call while it runs: Cancel, log messages, what the server asks (tools/runtime/server_requests/) ---------
 
 @api_view("POST")
 def tool_call_cancel(request: HttpRequest, pk) -> JsonResponse:

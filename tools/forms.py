@@ -94,9 +94,10 @@ class ServerForm(forms.ModelForm):
     class Meta:
         model = Server
         fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "auth", "oauth_client_id",
-                  "oauth_client_secret", "oauth_scope", "shared", "enabled", "projection_policy", "roots", "log_level",
+                  "oauth_client_secret", "oauth_scope", "oauth_grant", "oauth_client_auth", "oauth_private_key", "shared", "enabled", "projection_policy", "roots", "log_level",
                   "call_timeout"]
-        widgets = {"oauth_client_secret": forms.PasswordInput(render_value=True)}
+        widgets = {"oauth_client_secret": forms.PasswordInput(render_value=True),
+                   "oauth_private_key": forms.Textarea(attrs={"rows": 3})}
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -114,7 +115,11 @@ class ServerForm(forms.ModelForm):
         self._stored_env = dict(instance.env or {}) if instance.pk else {}
         self._stored_headers = dict(instance.headers or {}) if instance.pk else {}
         self._stored_client_secret = instance.oauth_client_secret if instance.pk else ""
+        self._stored_private_key = instance.oauth_private_key if instance.pk else ""
         self.fields["auth"].required = False  # absent (an import, an older API client): none
+        self.fields["oauth_grant"].required = False  # absent: the authorization code
+        if not self.is_bound and instance.oauth_private_key:
+            self.initial["oauth_private_key"] = MASK
         if not self.is_bound and instance.oauth_client_secret:
             self.initial["oauth_client_secret"] = MASK
         self._was_stdio = bool(instance.pk) and instance.transport == Transport.STDIO
@@ -158,11 +163,28 @@ class ServerForm(forms.ModelForm):
         value = self.cleaned_data.get("oauth_client_secret") or ""
         return self._stored_client_secret if value == MASK else value
 
+    def clean_oauth_private_key(self) -> str:
+        value = (self.cleaned_data.get("oauth_private_key") or "").strip()
+        return self._stored_private_key if value == MASK else value
+
+    def clean_oauth_grant(self) -> str:
+        return self.cleaned_data.get("oauth_grant") or "authorization_code"
+
     def clean(self):
         data = super().clean()
         transport = data.get("transport")
         if data.get("auth") == "oauth" and transport == Transport.STDIO:
             self.add_error("auth", "OAuth is for HTTP and SSE servers; a stdio server takes its credentials in its environment.")
+        if data.get("auth") == "oauth" and data.get("oauth_grant") == "client_credentials":
+            method = data.get("oauth_client_auth") or ""
+            if not data.get("oauth_client_id"):
+                self.add_error("oauth_client_id", "The client credentials grant needs the client id registered for this server.")
+            elif method == "private_key_jwt" and not data.get("oauth_private_key"):
+                self.add_error("oauth_private_key", "private_key_jwt needs the client's private key (PEM).")
+            elif method.startswith("client_secret") and not data.get("oauth_client_secret"):
+                self.add_error("oauth_client_secret", f"{method} needs the client's secret.")
+            elif not (data.get("oauth_client_secret") or data.get("oauth_private_key")):
+                self.add_error("oauth_client_secret", "The client credentials grant needs the client's secret or private key.")
         # The raw value too: for non-staff users "stdio" is not even a valid choice.
         if transport == Transport.STDIO or self.data.get("transport") == Transport.STDIO or self._was_stdio:
             if not (self.user and self.user.is_staff):
@@ -193,7 +215,8 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
             shared=instance.shared, enabled=instance.enabled, projection_policy=instance.projection_policy,
             roots=instance.roots, log_level=instance.log_level, call_timeout=instance.call_timeout,
             auth=instance.auth, oauth_client_id=instance.oauth_client_id, oauth_scope=instance.oauth_scope,
-            oauth_client_secret=MASK if instance.oauth_client_secret else "",
+            oauth_client_secret=MASK if instance.oauth_client_secret else "", oauth_grant=instance.oauth_grant,
+            oauth_client_auth=instance.oauth_client_auth, oauth_private_key=MASK if instance.oauth_private_key else "",
         )
     else:
         data.update(enabled=True, projection_policy=Policy.CONTENT_FIRST, auth="none")

@@ -105,12 +105,28 @@ class Server(models.Model):
     oauth_scope = models.CharField("OAuth scope", max_length=500, blank=True,
                                    help_text="Scopes to ask for; blank: what the server's metadata says.")
     oauth_client = EncryptedJSONField(help_text="The dynamically registered client (encrypted): id, secret, metadata.")
+    # The OAuth client credentials extension (tools/mcp/oauth_grants.py): the server's own client gets
+    # each user's token with its secret or private key, no browser sign-in.
+    oauth_grant = models.CharField(
+        "OAuth grant", max_length=30, default="authorization_code",
+        choices=[("authorization_code", "authorization code (each user signs in)"),
+                 ("client_credentials", "client credentials (machine to machine, no sign-in)")],
+    )
+    oauth_client_auth = models.CharField(
+        "OAuth client authentication", max_length=30, blank=True, default="",
+        choices=[("", "automatic"), ("client_secret_basic", "client_secret_basic"),
+                 ("client_secret_post", "client_secret_post"), ("private_key_jwt", "private_key_jwt (RFC 7523)")],
+        help_text="Client credentials: how the client proves itself at the token endpoint; automatic: "
+        "private_key_jwt with a private key, else client_secret_basic.",
+    )
+    oauth_private_key = EncryptedTextField("OAuth private key (PEM)", blank=True, default="",
+                                           help_text="private_key_jwt: the client's private key, PEM, EC or RSA (encrypted).")
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_servers")
     shared = models.BooleanField("shared with the team", default=False)
     enabled = models.BooleanField(default=True)
     projection_policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.CONTENT_FIRST)
-    # What this client offers the server (tools/runtime/server_requests.py answers roots/list from it).
+    # What this client offers the server (tools/runtime/server_requests/ answers roots/list from it).
     roots = models.JSONField(
         default=list, blank=True,
         help_text='Roots answered to the server\'s roots/list: [{"uri": "file:///…", "name": "…"}].',
@@ -134,6 +150,8 @@ class Server(models.Model):
     instructions = models.TextField(blank=True)
     last_connected_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # Listed tools set aside for an invalid x-mcp-header (tools/mcp/tool_headers.py): shown apart, never callable.
+    set_aside_tools = models.JSONField(default=list, blank=True)
 
     objects = ServerQuerySet.as_manager()
 
@@ -594,7 +612,7 @@ class ServerRequest(models.Model):
     inside a live `tools/call` and the worker holding it waits (on Redis) for the answer; on a
     2026-07-28 connection (multi round-trip input) the call's result names the requests and the
     answer queues a retry (`protocol`, `round`, `input_key`). Either way the browser answers
-    through the same API and the same cards (tools/runtime/server_requests.py).
+    through the same API and the same cards (tools/runtime/server_requests/).
     """
 
     class Kind(models.TextChoices):

@@ -4,7 +4,7 @@ applies on the live connection (`logging/setLevel` on 2025-11-25, the per-reques
 2026-07-28), never reconnecting.
 
 The messages are the ServerLogMessage rows the worker stores as they arrive
-(tools/runtime/server_requests.py). Like the JSON-RPC log they may carry any user's arguments, so the
+(tools/runtime/server_requests/). Like the JSON-RPC log they may carry any user's arguments, so the
 panel is its owner's (and superusers').
 """
 

@@ -31,6 +31,7 @@ urlpatterns = [
     path("api/servers/<int:pk>/oauth/sign-in/", api.oauth_sign_in, name="api_server_oauth_sign_in"),
     path("api/servers/<int:pk>/oauth/sign-out/", api.oauth_sign_out, name="api_server_oauth_sign_out"),
     path("oauth/callback/", views.oauth_callback, name="oauth_callback"),
+    path("oauth/client-metadata.json", views.oauth_client_metadata, name="oauth_client_metadata"),
     path("api/servers/<int:pk>/tools/", api.server_tools, name="api_server_tools"),
     path("api/servers/<int:pk>/subscriptions/", subscriptions.subscriptions, name="api_server_subscriptions"),
     path("api/servers/<int:pk>/logs/", server_log.server_logs, name="api_server_logs"),

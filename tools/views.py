@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,7 +20,7 @@ from tools import callers, config_file
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
 from tools.lookups import editable_server, log_servers, visible_server
 from tools.models import OAuthFlow, ResourceSubscription, RpcFrame, Server, Tool, ToolCall
-from tools.runtime import lifecycle, rpclog
+from tools.runtime import cimd, lifecycle, rpclog
 from tools.runtime.deadlines import max_timeout, shown_timeout
 from tools.runtime.events import tool_call_json
 from tools.serialisers import oauth_json, tool_json
@@ -133,6 +134,16 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
          "refresh_since": _pending_refresh(request, server), "default_call_timeout": settings.MCP_CALL_TIMEOUT,
          "max_call_timeout": max_timeout(), "oauth": oauth_json(server, request.user)},
     )
+
+
+@login_not_required
+@require_GET
+def oauth_client_metadata(request: HttpRequest) -> JsonResponse:
+    """The app's Client ID Metadata Document (tools/runtime/cimd.py): public, since authorization servers
+    fetch it without a session; it holds no secret."""
+    response = JsonResponse(cimd.document())
+    response["Cache-Control"] = "public, max-age=3600"
+    return response
 
 
 @require_GET

@@ -25,9 +25,11 @@ LOGIN_PAGES = {"/login/", "/admin/login/"}
 # Routes anybody may open (exact route strings as Django lists them). Keep this small.
 #  - healthz: for load balancers (checked separately: it must leak nothing to anonymous users);
 #  - the login pages;
+#  - the OAuth Client ID Metadata Document (tools/runtime/cimd.py): authorization servers fetch it with no
+#    session; it is metadata, no secret;
 #  - the widget sandbox proxy: answers only on SANDBOX_ORIGIN (a 404 on the app's host).
 # Static files are served by ASGIStaticFilesHandler, outside the URL resolver.
-PUBLIC = {"healthz", "login/", "admin/login/"}
+PUBLIC = {"healthz", "login/", "admin/login/", "oauth/client-metadata.json"}
 SANDBOX_ONLY = {"sandbox/proxy/"}
 
 # Bodies that would do something if the view forgot to check who asks.
@@ -84,6 +86,9 @@ class Owned:
     user: int
     server_request: str = ""  # a ServerRequest of the owner's call (uuid)
     replay_run: int = 0
+    eval_suite: int = 0  # an eval suite of the owner's, a case of it, and a run of it
+    eval_case: int = 0
+    eval_run: int = 0
     admin_objects: dict[tuple[str, str], Any] = field(default_factory=dict)
     content_type_of_server: int = 0
 
@@ -124,13 +129,17 @@ def fill(route: str, owned: Owned) -> list[str]:
                 return str(owned.admin_objects[(found["app"], found["model"])])
         elif name == "name":
             return owned.tool
+        elif name == "suite_pk":
+            return str(owned.eval_suite)
         elif name == "call_id":
             return owned.call  # a call of the owner's conversation
         elif name == "pk":
             last = before.rstrip("/").rsplit("/", 1)[-1]
             by_segment = {"servers": owned.server, "tool-calls": owned.call, "conversations": owned.conversation,
                           "chat": owned.conversation, "turns": owned.turn, "tokens": owned.token,
-                          "server-requests": owned.server_request, "replays": owned.replay_run}
+                          "server-requests": owned.server_request, "replays": owned.replay_run,
+                          "evals": owned.eval_suite, "suites": owned.eval_suite, "cases": owned.eval_case,
+                          "runs": owned.eval_run, "from-conversation": owned.conversation}
             if last in by_segment and by_segment[last] != "":
                 return str(by_segment[last])
         raise UnfillableRoute(f"The crawl cannot fill <{match.group(0)[1:-1]}> in {route!r}: teach tests/faults/route_crawl.py "

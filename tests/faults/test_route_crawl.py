@@ -24,6 +24,8 @@ from django.test import Client, override_settings
 from chat import history
 from chat.tool_calls import calls_of
 from chat.models import Conversation, Message, ModelContext, ProviderKey, ReplayRun, Turn
+from evals.models import Attempt, Case, Suite
+from evals.models import Run as EvalRun
 from inspector.asgi import application
 from inspector.models import ApiToken, SignInIdentity
 from tests.faults import route_crawl
@@ -80,7 +82,16 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
     log_line = ServerLogMessage.objects.create(server=server, tool_call=llm_call, level="info", data=f"{MARK}-log-line")
     run = ReplayRun.objects.create(conversation_id=conversation, created_by=user, status=ReplayRun.Status.COMPLETED,
                                    summary={"note": f"{MARK}-replay"})
+    suite = Suite.objects.create(owner=user, name=f"{MARK}-suite", judge_api_key=f"{MARK}-judge-key")
+    suite.servers.set([server])
+    case = Case.objects.create(suite=suite, name=f"{MARK}-case", prompts=[f"{MARK}-prompt"])
+    eval_run = EvalRun.objects.create(suite=suite, owner=user, model_specs=[{"model": "openai/test-model", "api_base": ""}],
+                                      api_key=f"{MARK}-run-key", status=EvalRun.Status.COMPLETED)
+    attempt = Attempt.objects.create(run=eval_run, case=case, case_name=f"{MARK}-case", prompts=[f"{MARK}-prompt"],
+                                     model="openai/test-model", status=Attempt.Status.PASSED, conversation_id=conversation,
+                                     answer=f"{MARK}-answer")
     owned = route_crawl.Owned(
+        eval_suite=suite.pk, eval_case=case.pk, eval_run=eval_run.pk,
         server=server.pk, tool="echo", call=str(llm_call.pk), conversation=conversation, turn=turn.pk,
         token=token.pk, user=user.pk, server_request=str(asked.pk), replay_run=run.pk,
         content_type_of_server=ContentType.objects.get_for_model(Server).pk,
@@ -91,6 +102,8 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
             ("tools", "toolcall"): call.pk, ("tools", "rpcframe"): frame.pk, ("tools", "uiresource"): ui.pk,
             ("chat", "conversation"): conversation, ("chat", "turn"): turn.pk,
             ("chat", "modelcontext"): ModelContext.objects.get(tool_call=llm_call).pk, ("chat", "providerkey"): key.pk,
+            ("evals", "suite"): suite.pk, ("evals", "case"): case.pk, ("evals", "run"): eval_run.pk,
+            ("evals", "attempt"): attempt.pk,
             ("tools", "serverrequest"): asked.pk, ("tools", "serverlogmessage"): log_line.pk, ("chat", "replayrun"): run.pk,
         },
     )

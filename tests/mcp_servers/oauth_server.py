@@ -3,9 +3,18 @@ pieces (`MCPServer(auth=…, auth_server_provider=…)`): protected-resource and
 metadata, dynamic client registration, PKCE, authorization code and refresh-token grants.
 
 Run: ``python tests/mcp_servers/oauth_server.py --port N [--token-seconds S] [--iss-supported]
-[--send-iss issuer|wrong] [--metadata-issuer URL]``: the last three make a server that advertises
-RFC 9207's ``authorization_response_iss_parameter_supported``, sends (its own or another) ``iss``
-with the authorization response, or serves metadata naming another issuer (RFC 8414 §3.3).
+[--send-iss issuer|wrong] [--metadata-issuer URL] [--cimd FETCH_BASE]``: the next three make a
+server that advertises RFC 9207's ``authorization_response_iss_parameter_supported``, sends (its
+own or another) ``iss`` with the authorization response, or serves metadata naming another issuer
+(RFC 8414 §3.3). ``--cimd`` advertises ``client_id_metadata_document_supported``: an https
+``client_id`` is then a Client ID Metadata Document, fetched over HTTP from FETCH_BASE + the URL's
+path (the test's app answers on loopback for its https PUBLIC_URL) and checked (its
+``client_id`` is that URL; the redirect URI must be one it lists, as for any client).
+``--client-credentials ID:SECRET`` and ``--client-jwt-key PEM_FILE`` add the client credentials
+grant (the OAuth client credentials extension) for the client ID: authenticated with its secret
+(client_secret_basic or _post) or with a JWT signed by the private key of that public key
+(private_key_jwt, RFC 7523: iss = sub = ID, aud = this issuer); its tokens' subject is
+``machine-ID``.
 The authorization endpoint approves at once (a real one would show a consent page): it
 redirects to the client's redirect URI with a code, like a user who clicked "Allow". Each
 sign-in is a new "account" (``user-1``, ``user-2``…), so two inspector users get two identities.
@@ -49,6 +58,8 @@ BROKEN = {"token": False}
 # issuer to put in the metadata instead of this server's own.
 ISSUER = {"supported": False, "send": "", "metadata": "", "own": ""}
 WRONG_ISSUER = "https://attacker.example.com"
+CIMD = {"fetch_base": ""}  # --cimd: where Client ID Metadata Documents are fetched from
+MACHINE = {"client_id": "", "secret": "", "public_key": ""}  # --client-credentials, --client-jwt-key
 
 
 class Provider:
@@ -62,7 +73,24 @@ class Provider:
         self.accounts = 0
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if CIMD["fetch_base"] and client_id.startswith("https://"):
+            return await self._metadata_document(client_id)
         return self.clients.get(client_id)
+
+    async def _metadata_document(self, url: str) -> OAuthClientInformationFull | None:
+        """A Client ID Metadata Document, fetched (no cache) and checked: its client_id is its URL."""
+        import httpx2
+        from urllib.parse import urlsplit
+
+        async with httpx2.AsyncClient(timeout=10) as http:
+            response = await http.get(CIMD["fetch_base"] + urlsplit(url).path)
+        if response.status_code != 200:
+            return None
+        document = response.json()
+        if document.get("client_id") != url or "client_secret" in document:
+            return None
+        # The document names no scope: this server lets such a client ask for any it offers.
+        return OAuthClientInformationFull.model_validate({"scope": "mcp admin", **document})
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         self.clients[client_info.client_id] = client_info
@@ -241,6 +269,8 @@ def issuer_metadata(app: Any) -> Any:
                 metadata["authorization_response_iss_parameter_supported"] = True
             if ISSUER["metadata"]:
                 metadata["issuer"] = ISSUER["metadata"]
+            if CIMD["fetch_base"]:
+                metadata["client_id_metadata_document_supported"] = True
             ISSUER["own"] = metadata["issuer"]
             body = json.dumps(metadata).encode()
             start = {**start, "headers": [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
@@ -252,11 +282,80 @@ def issuer_metadata(app: Any) -> Any:
     return wrapped
 
 
+def _form(body: bytes) -> dict[str, str]:
+    from urllib.parse import parse_qsl
+
+    return dict(parse_qsl(body.decode()))
+
+
+def machine_client(provider: Provider, port: int) -> Any:
+    """ASGI wrapper: POST /token with grant_type=client_credentials, the client authenticated by
+    its secret (Basic or in the form) or by a signed JWT (private_key_jwt)."""
+    import base64
+
+    import jwt
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") != "/token" or not MACHINE["client_id"]:
+            return await app_(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        form = _form(body)
+        if form.get("grant_type") != "client_credentials":
+            replayed = {"sent": False}
+
+            async def replay() -> dict[str, Any]:
+                if not replayed["sent"]:
+                    replayed["sent"] = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            return await app_(scope, replay, send)
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode()
+        client_id, ok = MACHINE["client_id"], False
+        if auth.startswith("Basic ") and MACHINE["secret"]:
+            ok = base64.b64decode(auth[6:]).decode() == f"{client_id}:{MACHINE['secret']}"
+        elif form.get("client_secret") and MACHINE["secret"]:
+            ok = form.get("client_id") == client_id and form["client_secret"] == MACHINE["secret"]
+        elif form.get("client_assertion") and MACHINE["public_key"]:
+            try:
+                claims = jwt.decode(form["client_assertion"], MACHINE["public_key"], algorithms=["ES256", "RS256"],
+                                    audience=[f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}"])
+                ok = claims["iss"] == claims["sub"] == client_id and \
+                    form.get("client_assertion_type") == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+            except jwt.PyJWTError:
+                ok = False
+        if not ok:
+            answer, status = {"error": "invalid_client", "error_description": "client authentication failed"}, 401
+        else:
+            scopes = (form.get("scope") or "mcp").split()
+            answer, status = provider._issue(client_id, scopes, f"machine-{client_id}", form.get("resource")).model_dump(
+                exclude_none=True), 200
+        data = json.dumps(answer).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": data})
+        return None
+
+    app_: Any = None
+
+    def wrap(app: Any) -> Any:
+        nonlocal app_
+        app_ = app
+        return wrapped
+
+    return wrap
+
+
 async def main(port: int) -> None:
     import uvicorn
 
     mcp, provider = build(port)
-    app = issuer_metadata(garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider)))
+    app = issuer_metadata(machine_client(provider, port)(
+        garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider))))
     await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)).serve()
 
 
@@ -269,7 +368,15 @@ if __name__ == "__main__":
     parser.add_argument("--iss-supported", action="store_true")
     parser.add_argument("--send-iss", choices=["", "issuer", "wrong"], default="")
     parser.add_argument("--metadata-issuer", default="")
+    parser.add_argument("--cimd", default="", help="advertise CIMD support; fetch documents from this base URL")
+    parser.add_argument("--client-credentials", default="", metavar="ID:SECRET")
+    parser.add_argument("--client-jwt-key", default="", metavar="PEM_FILE", help="the public key of private_key_jwt")
     args = parser.parse_args()
+    CIMD["fetch_base"] = args.cimd.rstrip("/")
+    if args.client_credentials:
+        MACHINE["client_id"], _, MACHINE["secret"] = args.client_credentials.partition(":")
+    if args.client_jwt_key:
+        MACHINE["public_key"] = Path(args.client_jwt_key).read_text()
     TOKEN_SECONDS["value"] = args.token_seconds
     ISSUER.update(supported=args.iss_supported, send=args.send_iss, metadata=args.metadata_issuer)
     anyio.run(main, args.port)

@@ -285,6 +285,7 @@ def test_admin_save_keeps_masked_url_secrets(client, admin_user):
     resp = client.post(f"/admin/tools/server/{server.pk}/change/", {
         "name": "remote", "transport": "streamable_http", "command": "", "args": "[]", "cwd": "", "url": MASKED_URL,
         "owner": admin_user.pk, "enabled": "on", "projection_policy": "content-first", "auth": "none",
+        "oauth_grant": "authorization_code",  # the select the admin form shows, its default chosen
         "server_info": "{}", "capabilities": "{}",
     })
     assert resp.status_code == 302, resp.content.decode()[:3000]

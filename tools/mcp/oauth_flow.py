@@ -32,7 +32,9 @@ from mcp.client.auth.utils import (
     handle_auth_metadata_response,
     handle_protected_resource_response,
     handle_registration_response,
+    is_valid_client_metadata_url,
     issuers_match,
+    should_use_client_metadata_url,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
@@ -103,6 +105,7 @@ class ClientSettings:
 
     client_id: str = ""
     client_secret: str = ""
+    metadata_url: str = ""  # this client's Client ID Metadata Document (tools/runtime/cimd.py), if usable
     scope: str = ""  # instead of what discovery suggests
     extra_scope: str = ""  # on top of it: what a 403 insufficient_scope asked for (a step-up)
     registered: dict[str, Any] | None = None
@@ -196,7 +199,13 @@ def _client_of(info: dict[str, Any]) -> dict[str, str]:
 
 async def _client(http: httpx2.AsyncClient, settings: ClientSettings, asm: OAuthMetadata, redirect_uri: str,
                   scope: str | None, steps: Steps) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """(client id, secret, auth method), and a newly registered client to keep."""
+    """(client id, secret, auth method), and a newly registered client to keep.
+
+    In the `mcp` SDK client's order: the pre-registered client; else, when the authorization
+    server advertises `client_id_metadata_document_supported` and this client has a usable
+    document URL (https, with a path), that URL as the client id (a public client: no secret, no
+    registration); else the client registered dynamically earlier, or a new registration; without
+    a registration endpoint either, the user is asked for a pre-registered client."""
     if settings.client_id:
         steps.note("client", True, "the pre-registered client id")
         method = "client_secret_post" if settings.client_secret else "none"
@@ -204,6 +213,10 @@ async def _client(http: httpx2.AsyncClient, settings: ClientSettings, asm: OAuth
                 "client_secret_post" not in (asm.token_endpoint_auth_methods_supported or []):
             method = "client_secret_basic"
         return {"client_id": settings.client_id, "client_secret": settings.client_secret, "method": method}, None
+    if is_valid_client_metadata_url(settings.metadata_url) and should_use_client_metadata_url(asm, settings.metadata_url):
+        steps.note("client", True, f"the Client ID Metadata Document {settings.metadata_url} (the authorization server "
+                                   "supports client_id_metadata_document_supported): no registration")
+        return {"client_id": settings.metadata_url, "client_secret": "", "method": "none"}, None
     stored = settings.registered or {}
     covers = not stored.get("scope") or set((scope or "").split()) <= set(str(stored.get("scope")).split())
     if stored.get("client_id") and redirect_uri in (stored.get("redirect_uris") or []) and stored.get("issuer") == str(asm.issuer) and covers:

@@ -4,7 +4,7 @@ The SDK's ClientSession takes one typed callback per kind (``ElicitationFnT``, `
 ``ListRootsFnT``, ``LoggingFnT``); ``KINDS`` says, per method, which callback it arrives through and
 which result model our answer must validate as. A Connection with an ``on_server_request`` hook
 gets every kind wired to that hook with the raw wire params (the SDK's parsed model drops unknown
-fields) and the ``tag`` of the call it belongs to; tools/runtime/server_requests.py is that hook
+fields) and the ``tag`` of the call it belongs to; tools/runtime/server_requests/ is that hook
 in a worker. A new kind is one entry here plus its handler there.
 
 Why a request that the SDK would refuse as malformed is answered here (``take_over``): the hook

@@ -41,7 +41,7 @@ TOOL_CALL_STATUS = "tool_call.status"
 TOOL_CALL_RESULT = "tool_call.result"
 TOOL_CALL_PROGRESS = "tool_call.progress"  # the server's notifications/progress, throttled (tools/runtime/live_calls.py)
 TOOL_CALL_LOG = "tool_call.log"  # a notifications/message that arrived during the call
-# What a server asks of the client during a call (tools/runtime/server_requests.py).
+# What a server asks of the client during a call (tools/runtime/server_requests/).
 SERVER_REQUEST_CREATED = "server_request.created"
 SERVER_REQUEST_UPDATED = "server_request.updated"
 # /ws/rpc-log/

@@ -4,7 +4,7 @@ On a 2026-07-28 connection a server does not send elicitation, sampling or roots
 its own: it answers `tools/call` with `resultType: "input_required"`, its `inputRequests` and an
 opaque `requestState`, and the client calls again with `inputResponses` and the state echoed
 verbatim. Here that becomes the same `ServerRequest` rows, events, cards and answer API as a
-legacy server's requests (tools/runtime/server_requests.py), with one difference: no worker waits.
+legacy server's requests (tools/runtime/server_requests/), with one difference: no worker waits.
 
 - The worker stores the round (`store_round`): one row per request (`protocol` input_required,
   `round`, `input_key`); roots are answered at once from the server's settings; a request the

@@ -4,7 +4,7 @@
 and turns `notifications/progress` into throttled `tool_call.progress` events (the latest value
 is also stored on the row, so a page that opens late shows it, with the deadline progress
 earned: see tools/runtime/deadlines.py); it is the `tag` server requests
-and log messages are attributed to (tools/runtime/server_requests.py); and it watches Redis for a Cancel
+and log messages are attributed to (tools/runtime/server_requests/); and it watches Redis for a Cancel
 (`cancel_calls`, from the API or the chat's Stop): the awaiting task is cancelled, which makes
 the SDK send `notifications/cancelled` for the call's request id (and `tasks/cancel` for a call
 sent as a task, tools/runtime/task_calls.py), and the call ends `cancelled`.

@@ -32,11 +32,12 @@ from django.db import transaction
 from django.utils import timezone
 from mcp.shared.auth import OAuthToken
 
-from tools.mcp import oauth_flow
+from tools.mcp import oauth_flow, oauth_grants
 from tools.mcp.config import ServerConfig
 from tools.mcp.errors import ConnectionFailed
 from tools.mcp.http import BEARER_TOKENS
 from tools.mcp.oauth_flow import ClientSettings, OAuthError, Steps
+from tools.runtime import cimd
 from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
 
 log = logging.getLogger(__name__)
@@ -48,10 +49,13 @@ class SignInRequired(ConnectionFailed):
     """The user has no usable grant for this server: they must sign in on the server page."""
 
 
-def _settings(server: Server, user_id: int) -> ClientSettings:
+def _settings(server: Server, user_id: int, redirect_uri: str) -> ClientSettings:
+    """The client for this sign-in. The app's Client ID Metadata Document (tools/runtime/cimd.py) is
+    offered only when the browser comes back to the one redirect URI it lists (PUBLIC_URL's)."""
     needed = OAuthGrant.objects.filter(server=server, user_id=user_id).values_list("needed_scope", flat=True).first() or ""
     return ClientSettings(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
-                          scope=server.oauth_scope, extra_scope=needed, registered=server.oauth_client or None)
+                          metadata_url=cimd.metadata_url() if redirect_uri == cimd.redirect_uri() else "", scope=server.oauth_scope, extra_scope=needed,
+                          registered=server.oauth_client or None)
 
 
 def _client_secret(server: Server, client_id: str) -> str:
@@ -66,7 +70,7 @@ def start(server: Server, user_id: int, redirect_uri: str) -> OAuthFlow:
     """Begin a sign-in: the flow row, with the authorization URL (or the error) and its steps."""
     steps = Steps()
     try:
-        begun = asyncio.run(oauth_flow.begin(server.real_url(), redirect_uri, _settings(server, user_id), steps))
+        begun = asyncio.run(oauth_flow.begin(server.real_url(), redirect_uri, _settings(server, user_id, redirect_uri), steps))
     except OAuthError as exc:
         steps.note("stopped", False, str(exc))
         return OAuthFlow.objects.create(server=server, user_id=user_id, state=secrets.token_urlsafe(32),
@@ -127,11 +131,38 @@ def _refresh(grant: OAuthGrant) -> OAuthGrant:
     return grant
 
 
+def machine_client(server: Server) -> oauth_grants.MachineClient:
+    """The server's own client, for the client credentials grant (tools/mcp/oauth_grants.py)."""
+    return oauth_grants.MachineClient(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
+                                      private_key=server.oauth_private_key or "", auth_method=server.oauth_client_auth,
+                                      scope=server.oauth_scope)
+
+
+def _machine_grant(server: Server, user_id: int) -> OAuthGrant:
+    """A new token from the client credentials grant, stored as this user's grant (the same client
+    for everyone, one connection per user as with sign-ins). Failing, the request fails with why."""
+    steps = Steps()
+    try:
+        token, context = asyncio.run(oauth_grants.client_credentials(server.real_url(), machine_client(server), steps))
+    except OAuthError as exc:
+        OAuthGrant.objects.filter(server=server, user_id=user_id).update(status=OAuthGrant.Status.EXPIRED, error=str(exc)[:500])
+        raise SignInRequired(f"{server.name}: getting a token with the server's client credentials failed: {exc}") from None
+    grant, _ = OAuthGrant.objects.update_or_create(server=server, user_id=user_id, defaults={
+        **_grant_fields(token, None), "token_endpoint": context["token_endpoint"], "client_id": context["client_id"],
+        "resource": context["resource"], "status": OAuthGrant.Status.ACTIVE, "error": "", "needed_scope": "",
+    })
+    return grant
+
+
 def authorized_config(server: Server, config: ServerConfig, user_id: int | None) -> ServerConfig:
     """`config` for this user's connection: their bearer token, a pool key of their own."""
     if user_id is None:
         raise SignInRequired(f"{server.name} needs each user to sign in (OAuth), and this request has no user.")
     grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id).first()
+    if server.oauth_grant == "client_credentials" and (
+            grant is None or grant.status != OAuthGrant.Status.ACTIVE
+            or (grant.expires_at is not None and grant.expires_at - timezone.now() < REFRESH_BEFORE)):
+        grant = _machine_grant(server, user_id)  # no person, no refresh token: the grant again
     if grant is None or grant.status != OAuthGrant.Status.ACTIVE:
         why = f" ({grant.get_status_display()}: {grant.error})" if grant is not None and grant.error else ""
         raise SignInRequired(f"{server.name} uses OAuth: sign in on the server page first{why}.")
@@ -166,6 +197,12 @@ def refresh_after_401(server: Server, user_id: int | None) -> bool:
     if a new token was stored (the request, which the server did not process, may go again)."""
     if server.auth != "oauth" or user_id is None:
         return False
+    if server.oauth_grant == "client_credentials":
+        try:
+            _machine_grant(server, user_id)
+        except SignInRequired:
+            return False
+        return True
     grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id,
                                                                status=OAuthGrant.Status.ACTIVE).first()
     if grant is None or not grant.refresh_token:

@@ -19,7 +19,7 @@ from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 
 from tools import callers
-from tools.mcp import tokens
+from tools.mcp import tokens, tool_headers
 from tools.mcp.errors import CallTimeout
 from tools.mcp.url_secrets import redact
 from tools.mcp.wire_result import LargeJSON, WireResult
@@ -253,6 +253,8 @@ def execute(tool_call_id) -> str:
             raise RuntimeError(f"The server “{call.server_name}” was deleted.")
         if not server.enabled:
             raise RuntimeError(f"The server “{server.name}” is disabled.")
+        if (aside := tool_headers.find(server, call.tool_name)) is not None:  # a replay of a tool since set aside
+            raise RuntimeError(f"The tool {call.tool_name!r} was set aside and cannot be called: {aside['reason']}.")
         if call.attempts > MAX_ATTEMPTS:
             raise RuntimeError(f"Gave up after {MAX_ATTEMPTS} attempts: the worker running this call stopped each time.")
         raw = _call_through_rounds(call, server, timeout, hard_max)

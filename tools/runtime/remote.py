@@ -20,6 +20,7 @@ from django.utils import timezone
 from inspector.events import publish
 from tools.mcp.connection import Connection
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError
+from tools.mcp import tool_headers
 from tools.mcp.pool import Pool, get_pool
 from tools.mcp.url_secrets import redact
 from tools.models import ResourceSubscription, Server, Tool, UiResource, parse_pool_key, pool_key
@@ -180,8 +181,11 @@ async def _overview(conn: Connection) -> dict[str, Any]:
     }
 
 
-def store_tools(server: Server, tools: list[dict[str, Any]]) -> list[Tool]:
-    """Replace the cached tool definitions with what the server just listed."""
+def store_tools(server: Server, tools: list[dict[str, Any]], protocol_version: str = "") -> list[Tool]:
+    """Replace the cached tool definitions with what the server just listed; those with an invalid
+    x-mcp-header are kept apart on the server, with why (tools/mcp/tool_headers.py)."""
+    tools, aside = tool_headers.set_aside(tools, protocol_version)
+    Server.objects.filter(pk=server.pk).update(set_aside_tools=aside)
     names = []
     for raw in tools:
         name = raw.get("name")
@@ -202,5 +206,5 @@ def sync_tools(server: Server, reconnect: bool = False, user_id: int | None = No
         server_info=info["server_info"], protocol_version=info["protocol_version"], capabilities=info["capabilities"],
         instructions=info["instructions"], last_connected_at=timezone.now(), last_error="",
     )
-    store_tools(server, info["tools"])
+    store_tools(server, info["tools"], info["protocol_version"])
     return info

@@ -7,7 +7,7 @@ server's poll interval (woken early by `notifications/tasks/status`), each new s
 in the row's history and sent to pages, the row's lease renewed so the sweep leaves a working
 task alone. Once the task ends, or needs input, `tasks/result` returns the CallToolResult; a
 server asks for a task's input (elicitation, sampling) on that request, and those requests
-reach the browser through the same cards as any call's (tools/runtime/server_requests.py). The result
+reach the browser through the same cards as any call's (tools/runtime/server_requests/). The result
 is stored and projected exactly as a plain call's (tools/runtime/pipeline.py), so history and replays
 do not change.
 
