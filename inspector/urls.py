@@ -36,4 +36,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("tools.urls")),
     path("", include("chat.urls")),
+    path("", include("review.urls")),
 ]

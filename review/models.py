@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -58,3 +60,58 @@ class ServerReview(models.Model):
 
     def __str__(self) -> str:
         return f"review of {self.server.name}"
+
+
+class LoadRun(models.Model):
+    """A load test: N calls of one tool at concurrency C through the ordinary pipeline
+    (tools/calls.py, origin "load"), driven by a Celery task (review/tasks.py)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded", "finished"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="load_runs")
+    tool_name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    calls = models.PositiveIntegerField(help_text="How many calls (at most LOADTEST_MAX_CALLS).")
+    concurrency = models.PositiveIntegerField(help_text="How many in flight at once (at most LOADTEST_MAX_CONCURRENCY).")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    compare_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                   help_text="An earlier run its page compares with.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dispatched = models.PositiveIntegerField(default=0, help_text="Calls started so far.")
+    done = models.PositiveIntegerField(default=0, help_text="Calls ended so far.")
+    errors = models.PositiveIntegerField(default=0, help_text="Calls that ended other than succeeded.")
+    cancel_requested = models.BooleanField(default=False)
+    stats = models.JSONField(default=dict, blank=True, help_text="The figures at the end (review/loadtest.py `figures`).")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"load test {self.tool_name} ×{self.calls} @{self.concurrency} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+
+class LoadCall(models.Model):
+    """One call of a run: groups the run's ToolCall rows under it (tools knows nothing of runs)."""
+
+    run = models.ForeignKey(LoadRun, on_delete=models.CASCADE, related_name="load_calls")
+    tool_call = models.OneToOneField("tools.ToolCall", on_delete=models.CASCADE, related_name="load_call")
+    seq = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_load_call_seq")]
