@@ -23,7 +23,7 @@ class Command(ReviewCommand):
     def add_arguments(self, parser):
         parser.add_argument("server", help="Server id or exact name.")
         parser.add_argument("tool")
-        parser.add_argument("--args", default="{}", help="The tool's arguments, a JSON object.")
+        parser.add_argument("--args", dest="arguments_json", default="{}", help="The tool's arguments, a JSON object.")
         parser.add_argument("--calls", type=int, default=100)
         parser.add_argument("--concurrency", type=int, default=4)
         parser.add_argument("--max-error-rate", type=float, default=0.0, help="0..1; above it the command exits 1.")
@@ -34,7 +34,7 @@ class Command(ReviewCommand):
     def handle(self, *args, **options):
         server = find_server(options["server"])
         try:
-            arguments = json.loads(options["args"])
+            arguments = json.loads(options["arguments_json"])
         except ValueError as exc:
             raise bad_input(f"--args is not JSON: {exc}") from None
         if not 0 <= options["max_error_rate"] <= 1:
