@@ -79,9 +79,16 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
     log_line = ServerLogMessage.objects.create(server=server, tool_call=llm_call, level="info", data=f"{MARK}-log-line")
     run = ReplayRun.objects.create(conversation_id=conversation, created_by=user, status=ReplayRun.Status.COMPLETED,
                                    summary={"note": f"{MARK}-replay"})
+    # Her server's review: the version her refresh recorded, an approval, a load test.
+    from review.models import LoadRun, ServerReview, SurfaceVersion
+
+    version = SurfaceVersion.objects.get(server=server)
+    review = ServerReview.objects.create(server=server, approved=version, approved_hash=version.hash)
+    load_run = LoadRun.objects.create(server=server, tool_name="echo", arguments={"text": f"{MARK}-load"}, calls=1,
+                                      concurrency=1, started_by=user, status=LoadRun.Status.SUCCEEDED)
     owned = route_crawl.Owned(
         server=server.pk, tool="echo", call=str(llm_call.pk), conversation=conversation, turn=turn.pk,
-        token=token.pk, user=user.pk, server_request=str(asked.pk), replay_run=run.pk,
+        token=token.pk, user=user.pk, server_request=str(asked.pk), replay_run=run.pk, load_run=str(load_run.pk),
         content_type_of_server=ContentType.objects.get_for_model(Server).pk,
         admin_objects={
             ("auth", "group"): group.pk, ("auth", "user"): user.pk, ("inspector", "apitoken"): token.pk,
@@ -91,6 +98,7 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
             ("chat", "conversation"): conversation, ("chat", "turn"): turn.pk,
             ("chat", "modelcontext"): ModelContext.objects.get(tool_call=llm_call).pk, ("chat", "providerkey"): key.pk,
             ("tools", "serverrequest"): asked.pk, ("tools", "serverlogmessage"): log_line.pk, ("chat", "replayrun"): run.pk,
+            ("review", "surfaceversion"): version.pk, ("review", "serverreview"): review.pk, ("review", "loadrun"): load_run.pk,
         },
     )
     # Strings only alice's objects hold; the ids that are not small integers.
