@@ -114,7 +114,7 @@ def main() -> int:
         from inspector.models import ApiToken
         from tests.mcp_servers.launch import start_server
         from tools.models import Server
-        from tools.tasks import server_action
+        from tools.runtime.tasks import server_action
 
         call_command("migrate", verbosity=0, interactive=False)
         env = dict(os.environ)

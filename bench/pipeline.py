@@ -13,7 +13,7 @@ REDIS_PREFIX). The MCP server is the basic test server's `echo` tool over stdio 
 and over Streamable HTTP, as in bench/tool_calls.py. Measured, per database and transport:
 
   (a) direct     a warm `mcp` connection in this process, sequential calls: the baseline
-  (b) pipeline   `tools.calls.start_tool_call` -> worker -> both rows -> `tool_call.result` on the
+  (b) pipeline   `tools.runtime.lifecycle.start_tool_call` -> worker -> both rows -> `tool_call.result` on the
                  channel layer; overhead = end to end - the server's wire time (latency_ms of the
                  response RpcFrame); sequential, then --concurrent in flight
   (c) API        POST /api/servers/{id}/tools/echo/call/ with `Authorization: Token`, to the two
@@ -280,7 +280,7 @@ class Measure:
         from asgiref.sync import sync_to_async
         from django.db import connection
 
-        from tools.events import tool_call_group
+        from tools.runtime.events import tool_call_group
 
         done = Call(marker("floor", 0))
         await self.api_call(transport, done)
@@ -516,7 +516,7 @@ def run_one(args: argparse.Namespace) -> int:
 
         from inspector.models import ApiToken
         from tests.mcp_servers.launch import start_server
-        from tools.connection import ServerConfig
+        from tools.mcp.config import ServerConfig
         from tool_calls import bench_direct
 
         progress(f"{db}: data dir {data_dir}; migrating")

@@ -145,7 +145,7 @@ def create_servers(http_url: str):
     from django.contrib.auth import get_user_model
 
     from tools.models import Server
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     user = get_user_model().objects.create_user(f"bench-{os.getpid()}", is_staff=True)
     servers = {
@@ -176,7 +176,7 @@ def ms_since(t0: float) -> float:
 
 async def bench_direct(config, n: int) -> list[float]:
     """1. One warm Connection in this process; n sequential echo calls."""
-    from tools.connection import Connection
+    from tools.mcp.connection import Connection
 
     async with Connection(config) as conn:
         for i in range(WARMUP):
@@ -191,7 +191,7 @@ async def bench_direct(config, n: int) -> list[float]:
 
 def bench_pool(config, n: int) -> list[float]:
     """2. A fresh in-process Pool (not the worker's); n sequential pool.run calls."""
-    from tools.pool import Pool
+    from tools.mcp.pool import Pool
 
     pool = Pool()
     try:
@@ -210,7 +210,7 @@ def bench_pool(config, n: int) -> list[float]:
 
 async def bench_cold(config, n: int) -> tuple[list[float], list[float]]:
     """3. n fresh Connections: (connect + first call) and (connect + call + close), in ms."""
-    from tools.connection import Connection
+    from tools.mcp.connection import Connection
 
     first, total = [], []
     for i in range(n):
@@ -252,7 +252,7 @@ class ResultListener:
 
     async def subscribe(self, call_id: str) -> None:
         self.waiting[call_id] = asyncio.get_running_loop().create_future()
-        from tools.events import tool_call_group
+        from tools.runtime.events import tool_call_group
 
         await self.layer.group_add(tool_call_group(call_id), self.channel)
 
@@ -262,7 +262,7 @@ class ResultListener:
             return await asyncio.wait_for(self.waiting[call_id], EVENT_TIMEOUT)
         finally:
             self.waiting.pop(call_id, None)
-            from tools.events import tool_call_group
+            from tools.runtime.events import tool_call_group
 
             await self.layer.group_discard(tool_call_group(call_id), self.channel)
 
@@ -300,7 +300,7 @@ def submit(server, user, call: PipelineCall, listener: ResultListener) -> None:
     from asgiref.sync import async_to_sync
     from django.db import transaction
 
-    from tools.calls import start_tool_call
+    from tools.runtime.lifecycle import start_tool_call
     from tools.models import ToolCall
 
     t0 = time.perf_counter()
@@ -557,7 +557,7 @@ def main() -> int:
         from django.core.management import call_command
 
         from tests.mcp_servers.launch import start_server
-        from tools.connection import ServerConfig
+        from tools.mcp.config import ServerConfig
 
         progress(f"data dir {data_dir}; migrating")
         call_command("migrate", verbosity=0, interactive=False)

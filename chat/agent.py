@@ -23,8 +23,8 @@ from django.utils import timezone
 from chat import history, llm
 from chat.models import Conversation, Message, Turn
 from inspector.events import publish
-from tools import events
-from tools.calls import start_tool_call
+from tools.runtime import events
+from tools.runtime.lifecycle import cancel_calls, start_tool_call
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ RESUME_AFTER_SECONDS = 10
 def close_if_stale(turn: Turn) -> Staleness:
     """Move on, or fail, a running turn that has stopped making progress.
 
-    Tool calls always end (tools/sweep.py ends them at their deadline), so a turn with
+    Tool calls always end (tools/runtime/sweep.py ends them at their deadline), so a turn with
     unfinished calls is waiting for them. Otherwise a worker may have died between storing a
     step and scheduling the next one (or mid-step): the missing step is sent again (steps are
     claimed with a lease, so a duplicate is harmless). Only a turn that still shows no
@@ -137,8 +137,7 @@ def close_if_stale(turn: Turn) -> Staleness:
 
 def stop_turn(turn: Turn) -> None:
     """Stop a running turn: no further step starts, and queued or running tool calls are cancelled
-    (a running call's server is sent notifications/cancelled, see tools/live_calls.py)."""
-    from tools.live_calls import cancel_calls
+    (a running call's server is sent notifications/cancelled, see tools/runtime/live_calls.py)."""
 
     Turn.objects.filter(pk=turn.pk).update(stop_requested=True)
     cancel_calls(ToolCall.objects.filter(turn=turn, status__in=ToolCall.ACTIVE).only("pk", "status", "celery_task_id"),

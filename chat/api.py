@@ -14,9 +14,9 @@ from pydantic import Field, StrictInt, field_validator
 from chat import agent, history, tasks
 from chat.models import Conversation, ReplayRun, Turn
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools.events import summary_queryset, tool_call_json
+from tools.runtime.events import summary_queryset, tool_call_json
 from tools.models import Server, ToolCall
-from tools.stored_result import SplicedBody
+from tools.runtime.stored_result import SplicedBody
 
 
 def owned(request: HttpRequest, pk: int) -> Conversation:
@@ -130,7 +130,7 @@ def conversation_page(c: Conversation, request: HttpRequest) -> dict[str, Any]:
     Default: the newest PAGE_SIZE messages. `?before=<seq>`: the page of older ones.
     `?after=<seq>`: what came after `seq` (a page catching up after a reconnect); its tool calls
     include every call of the turns that ran since, so a call that ended meanwhile is current.
-    Tool calls are summaries (tools/events.py): the full results are at their `result_url`.
+    Tool calls are summaries (tools/runtime/events.py): the full results are at their `result_url`.
     """
     before, after = _cursor(request, "before"), _cursor(request, "after")
     if before is not None and after is not None:

@@ -5,7 +5,7 @@ and re-run it against their own servers, matched by name. The file holds the mes
 tool calls with their full results and projections, widget model context and state, and each
 server's name, what it said about itself, its tool definitions and its App views. It holds no
 secrets: no server URL, command, env or header, no API key (the API base is masked like a
-server URL, tools/url_secrets.py).
+server URL, tools/mcp/url_secrets.py).
 
 Import reads the whole file and checks every part before it writes anything, all in one
 transaction: a malformed, foreign or hostile file gets a clear error and changes nothing.
@@ -32,9 +32,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from pydantic import ValidationError as PydanticValidationError
 
 from chat.models import Conversation, Message, ModelContext, Turn
-from tools import url_secrets
+from tools.mcp import url_secrets
 from tools.models import Projection, Server, ToolCall, ToolResult, UiResource
-from tools.stored_result import JSONText, serialise
+from tools.runtime.stored_result import JSONText, serialise
 
 FORMAT = "mcp-inspector/conversation"
 VERSION = 1
@@ -88,7 +88,7 @@ def _server_entry(name: str, server: Server | None, imported: dict[str, Any] | N
 
 def export_parts(conversation: Conversation) -> list[Any]:
     """The export file as the JSON text of the document around its full results, and the tool
-    call id of each full result where its stored text goes (tools/stored_result.py SplicedBody):
+    call id of each full result where its stored text goes (tools/runtime/stored_result.py SplicedBody):
     the file is sent without any result parsed or held whole."""
     token = secrets.token_hex(16)
     document = export_conversation(conversation, raw=lambda call: f"\x00{token}:{call.pk}\x00")

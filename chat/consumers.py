@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 
 from chat.models import Conversation
 from inspector.consumers import GroupRelayConsumer
-from tools import events
+from tools.runtime import events
 
 
 class ConversationConsumer(GroupRelayConsumer):

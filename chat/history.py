@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 
 from chat.models import Conversation, Message, ModelContext, ViewTools
 from chat.toolnames import assign
-from tools.projection import cap_text
+from tools.runtime.projection import cap_text
 from tools.models import Server, ToolCall
 
 CANCELLED_NOTE = "The tool call was cancelled before it finished."

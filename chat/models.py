@@ -61,7 +61,7 @@ class Conversation(models.Model):
     @property
     def group_name(self) -> str:
         """The Channels group that receives this conversation's live events."""
-        from tools.events import conversation_group
+        from tools.runtime.events import conversation_group
 
         return conversation_group(self.pk)
 

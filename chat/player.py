@@ -16,8 +16,8 @@ from django.shortcuts import get_object_or_404
 from chat import archive
 from chat.models import Conversation, Message, ModelContext
 from inspector.api import ApiError
-from tools.events import tool_call_json
-from tools import stored_result
+from tools.runtime.events import tool_call_json
+from tools.runtime import stored_result
 from tools.models import Server, Tool, ToolCall, UiResource
 
 

@@ -24,9 +24,9 @@ from django.utils import timezone
 
 from chat import jsondiff
 from chat.models import Conversation, ReplayItem, ReplayRun
-from tools import stored_result
+from tools.runtime import stored_result
 from tools.models import Server, ToolCall, ToolResult
-from tools.wire_result import LARGE_BYTES
+from tools.mcp.wire_result import LARGE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +145,8 @@ def advance(run_id: int) -> str:
     from celery import chain
 
     from chat.tasks import replay_advance
-    from tools.calls import start_tool_call
-    from tools.tasks import execute_tool_call
+    from tools.runtime.lifecycle import start_tool_call
+    from tools.runtime.tasks import execute_tool_call
 
     with transaction.atomic():
         run = ReplayRun.objects.select_for_update().filter(pk=run_id).select_related("created_by", "conversation").first()

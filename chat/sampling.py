@@ -1,6 +1,6 @@
 """Running a server's sampling request through litellm, once the user approved it.
 
-The server asked (sampling/createMessage, tools/server_requests.py); the user saw and possibly
+The server asked (sampling/createMessage, tools/runtime/server_requests.py); the user saw and possibly
 edited the messages and approved; this runs them on the conversation's model with the
 conversation's credentials (or, for a call made from the inspector's tool page, the model the
 user chose and their saved provider key) and stores the answer as `generated`. The user sees it
@@ -16,9 +16,9 @@ from django.conf import settings
 
 from chat.llm import credentials, describe_provider_error, load_litellm
 from chat.models import ProviderKey
-from tools import events
+from tools.runtime import events
 from tools.models import ServerRequest
-from tools.server_requests import publish_request
+from tools.runtime.server_requests import publish_request
 
 log = logging.getLogger(__name__)
 

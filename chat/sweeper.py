@@ -2,7 +2,7 @@
 
 Each worker starts a daemon thread when it is ready (chat/tasks.py). Every SWEEP_INTERVAL
 seconds it (never two workers at once: a Redis lock) ends or re-sends tool calls past their
-deadline (tools/sweep.py) and resumes or closes turns that stopped making progress
+deadline (tools/runtime/sweep.py) and resumes or closes turns that stopped making progress
 (chat.tasks.close_stale_turns). It lives in the workers, so `make run`, the tests and a
 scaled-out deployment get it without another process to run; it lives in `chat` because it
 sweeps both apps and dependencies run chat -> tools.
@@ -28,7 +28,7 @@ def sweep_once() -> None:
     from chat.live import resume_stalled_live_runs
     from chat.replay import resume_stalled_runs
     from chat.tasks import close_stale_turns
-    from tools.sweep import sweep_calls
+    from tools.runtime.sweep import sweep_calls
 
     for name, fn in (("tool calls", sweep_calls), ("turns", close_stale_turns), ("replay runs", resume_stalled_runs),
                      ("live replay runs", resume_stalled_live_runs)):

@@ -17,7 +17,7 @@ from django.db import transaction
 from chat import agent
 from chat.models import Conversation, Turn
 from inspector import logs
-from tools.tasks import execute_tool_call
+from tools.runtime.tasks import execute_tool_call
 
 
 @shared_task(name="chat.tasks.llm_step", bind=True, max_retries=None)

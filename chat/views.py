@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat.models import Conversation, ProviderKey
-from tools import url_secrets
+from tools.mcp import url_secrets
 from tools.models import Server
 
 

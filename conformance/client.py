@@ -1,5 +1,5 @@
 """The client the official MCP conformance suite drives: this project's connection layer
-(tools/connection.py, the same code the workers use), scripted per scenario.
+(tools/mcp/connection.py, the same code the workers use), scripted per scenario.
 
 The suite runs `python conformance/client.py <server-url>` with MCP_CONFORMANCE_SCENARIO set;
 the scenario's server checks what this client does. Run them all with `make conformance`.
@@ -20,9 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2  # noqa: E402
 
-from tools import oauth_flow  # noqa: E402
-from tools.connection import Connection, ConnectionFailed, ServerConfig  # noqa: E402
-from tools.elicitation import with_defaults  # noqa: E402
+from tools.mcp import oauth_flow
+from tools.mcp.config import ServerConfig  # noqa: E402
+from tools.mcp.connection import Connection  # noqa: E402
+from tools.mcp.errors import ConnectionFailed  # noqa: E402
+from tools.mcp.elicitation import with_defaults  # noqa: E402
 
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
@@ -50,7 +52,7 @@ async def answer(method: str, params: dict[str, Any], tag: Any) -> dict[str, Any
 
 
 async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[str, str]:
-    """The inspector's sign-in (tools/oauth_flow.py) with the browser's part done at once: the
+    """The inspector's sign-in (tools/mcp/oauth_flow.py) with the browser's part done at once: the
     authorization URL is fetched and its redirect read. A pre-registered client comes in the
     scenario's context."""
     settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),

@@ -13,6 +13,11 @@ from django.http import Http404, HttpRequest, JsonResponse
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as BodyError
 
+from inspector.errors import Conflict, Invalid, Problem, Unavailable
+
+# The HTTP status of each kind of domain problem (inspector/errors.py), here and nowhere else.
+PROBLEM_STATUS: dict[type[Problem], int] = {Invalid: 400, Conflict: 409, Unavailable: 504}
+
 
 class ApiError(Exception):
     def __init__(self, message: str, status: int = 400, **extra: Any):
@@ -105,6 +110,11 @@ def describe_body_error(exc: BodyError) -> str:
     return " ".join(problems)
 
 
+def problem_status(exc: Problem) -> int:
+    """The HTTP status a domain problem is answered with (400 for a kind not listed)."""
+    return next((status for kind, status in PROBLEM_STATUS.items() if isinstance(exc, kind)), 400)
+
+
 def api_view(*methods: str) -> Callable:
     """Allow `methods`, require a logged-in user, and map exceptions to JSON errors."""
 
@@ -119,6 +129,8 @@ def api_view(*methods: str) -> Callable:
                 return view(request, *args, **kwargs)
             except ApiError as exc:
                 return JsonResponse({"error": str(exc), **exc.extra}, status=exc.status)
+            except Problem as exc:
+                return JsonResponse({"error": str(exc), **exc.extra}, status=problem_status(exc))
             except PermissionDenied as exc:
                 return JsonResponse({"error": str(exc) or "You do not have permission to do that."}, status=403)
             except Http404 as exc:

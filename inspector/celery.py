@@ -14,4 +14,6 @@ os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 app = Celery("inspector")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# The tools app's tasks live with the rest of a call's life in the worker (tools/runtime/).
+app.autodiscover_tasks(["tools.runtime"])
 

@@ -6,7 +6,7 @@ replaced by U+FFFD, the replacement character; SQLite stores them as they are. (
 refuses a NUL in a request body with a clear 400 first: inspector/api.py.)
 
 `install()` registers psycopg dumpers that do it, before the first connection (the app's
-ready()); `json_text()` does it for JSON text written as it is (tools/stored_result.py).
+ready()); `json_text()` does it for JSON text written as it is (tools/runtime/stored_result.py).
 """
 
 from __future__ import annotations

@@ -299,7 +299,7 @@ MCP_CONNECT_TIMEOUT = _env_float("MCP_CONNECT_TIMEOUT", 15.0)
 MCP_CALL_TIMEOUT = _env_float("MCP_CALL_TIMEOUT", 60.0)
 MCP_MAX_CALL_TIMEOUT = _env_float("MCP_MAX_CALL_TIMEOUT", 3600.0)
 MCP_IDLE_TIMEOUT = _env_float("MCP_IDLE_TIMEOUT", 300.0)
-# The sweep (tools/sweep.py) that ends every call: how often it runs in a worker, when a queued
+# The sweep (tools/runtime/sweep.py) that ends every call: how often it runs in a worker, when a queued
 # call's task is sent again, and how long a call may wait for a worker before it fails.
 SWEEP_INTERVAL = _env_float("SWEEP_INTERVAL", 15.0)
 CALL_RESEND_AFTER = _env_float("CALL_RESEND_AFTER", 30.0)
@@ -316,7 +316,7 @@ MCP_WEB_WAIT = _env_float("MCP_WEB_WAIT", MCP_CONNECT_TIMEOUT + MCP_CALL_TIMEOUT
 # Suggestions under a prompt argument or a template variable: asked while the user types.
 COMPLETION_TIMEOUT = _env_float("COMPLETION_TIMEOUT", 5)
 
-# Multi round-trip input (2026-07-28; tools/input_rounds.py): a call that asks for input rests
+# Multi round-trip input (2026-07-28; tools/runtime/input_rounds.py): a call that asks for input rests
 # until someone answers, at most MCP_INPUT_TIMEOUT seconds per round; a server may ask at most
 # MCP_INPUT_MAX_ROUNDS times in one call, with a requestState of at most MCP_INPUT_STATE_MAX_BYTES.
 MCP_INPUT_TIMEOUT = _env_float("MCP_INPUT_TIMEOUT", 900.0)
@@ -324,7 +324,7 @@ MCP_INPUT_MAX_ROUNDS = _env_int("MCP_INPUT_MAX_ROUNDS", 10)
 MCP_INPUT_STATE_MAX_BYTES = _env_int("MCP_INPUT_STATE_MAX_BYTES", 256 * 1024)
 
 # A server's sampling/createMessage carrying more text than this is refused with a clear
-# message (tools/server_requests.py): it would not fit a model, nor a page.
+# message (tools/runtime/server_requests.py): it would not fit a model, nor a page.
 SAMPLING_MAX_CHARS = _env_int("SAMPLING_MAX_CHARS", 100_000)
 
 # A JSON-RPC frame larger than this is logged as a preview (its size kept): the full tool
@@ -344,7 +344,7 @@ PROJECTION_TOKEN_CAP = _env_int("PROJECTION_TOKEN_CAP", 8000)
 # outputSchema: checking needs it as Python objects, some ten times its size in the worker.
 OUTPUT_SCHEMA_CHECK_MAX_BYTES = _env_int("OUTPUT_SCHEMA_CHECK_MAX_BYTES", 8 * 1024 * 1024)
 # Tokens are counted with litellm's tokenizer for the conversation's model; calls outside a
-# conversation (manual, widget, replay) are counted as this model's (tools/tokens.py).
+# conversation (manual, widget, replay) are counted as this model's (tools/mcp/tokens.py).
 TOKEN_COUNT_MODEL = os.environ.get("TOKEN_COUNT_MODEL", "").strip() or "gpt-4o-mini"
 CHAT_MAX_STEPS = _env_int("CHAT_MAX_STEPS", 10)
 # The largest conversation export file an import accepts (chat/archive.py).

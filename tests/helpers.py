@@ -234,7 +234,7 @@ def wait_for_js(page, expression: str, timeout: float = 30.0) -> object:
 
 def refresh_tools(server) -> None:
     """Ask the worker to connect and list the server's tools (what "Test connection" does)."""
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     answer = server_action.delay(server.pk, "refresh", {"reconnect": True}).get(timeout=30)
     assert answer["ok"], answer
@@ -242,7 +242,7 @@ def refresh_tools(server) -> None:
 
 def run_call(server, tool: str, arguments: dict | None = None, user=None, origin: str = "manual"):
     """Create a tool call through the pipeline and wait until it has ended."""
-    from tools.calls import start_tool_call
+    from tools.runtime.lifecycle import start_tool_call
     from tools.models import ToolCall
 
     call = start_tool_call(server=server, tool_name=tool, arguments=arguments or {}, origin=origin, user=user or server.owner)

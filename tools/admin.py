@@ -16,11 +16,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
 from inspector.admin import ReadOnlyAdmin
-from tools import stored_result
-from tools.events import tool_call_json
-from tools.models import (
-    Projection, RpcFrame, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult, UiResource,
-)
+from tools.models import Projection, RpcFrame, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult, UiResource
+from tools.runtime import stored_result
+from tools.runtime.events import tool_call_json
+from tools.runtime.lifecycle import start_tool_call
 
 
 def _pretty(value) -> str:
@@ -124,7 +123,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
         return [download, *super().get_urls()]
 
     def result_download(self, request: HttpRequest, object_id: str) -> StreamingHttpResponse:
-        """The full result as stored, streamed as a download (tools/stored_result.py): the change
+        """The full result as stored, streamed as a download (tools/runtime/stored_result.py): the change
         page shows only a preview of a large one."""
         obj = self.get_object(request, object_id)
         if obj is None:
@@ -143,7 +142,6 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Replay the selected tool calls (same server, tool and arguments)")
     def replay(self, request, queryset):
-        from tools.calls import start_tool_call
 
         if not request.user.is_superuser:
             self.message_user(request, "Only superusers can replay tool calls from the admin.", level="error")

@@ -5,77 +5,23 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import config_file, deadlines, stored_result
-from tools.calls import start_tool_call
-from tools.events import tool_call_json
-from tools.forms import ServerForm, form_data_from_json, masked
-from tools.models import OAuthFlow, OAuthGrant, Server, ServerLogMessage, ServerRequest, Tool, ToolCall
-from tools.url_secrets import MASK
-
-
-def server_json(server: Server) -> dict[str, Any]:
-    """A server as the API shows it: secrets masked, never in clear."""
-    return {
-        "id": server.pk,
-        "name": server.name,
-        "transport": server.transport,
-        "command": server.command,
-        "args": server.args,
-        "env": masked(server.env),
-        "cwd": server.cwd,
-        "url": server.masked_url,
-        "headers": masked(server.headers),
-        "auth": server.auth,
-        "oauth_client_id": server.oauth_client_id,
-        "oauth_client_secret": MASK if server.oauth_client_secret else "",
-        "oauth_scope": server.oauth_scope,
-        "owner": server.owner.get_username(),
-        "shared": server.shared,
-        "enabled": server.enabled,
-        "projection_policy": server.projection_policy,
-        "roots": server.roots,
-        "log_level": server.log_level,
-        "call_timeout": server.call_timeout,
-        "server_info": server.server_info,
-        "protocol_version": server.protocol_version,
-        "capabilities": server.capabilities,
-        "instructions": server.instructions,
-        "last_connected_at": server.last_connected_at.isoformat() if server.last_connected_at else None,
-        "last_error": server.last_error,
-        "created_at": server.created_at.isoformat(),
-        "updated_at": server.updated_at.isoformat(),
-    }
-
-
-def tool_json(tool: Tool) -> dict[str, Any]:
-    return {
-        "name": tool.name, "title": tool.title, "description": tool.description,
-        "input_schema": tool.input_schema, "output_schema": tool.output_schema, "annotations": tool.annotations,
-        "meta": tool.meta, "is_app": tool.is_app, "ui_resource_uri": tool.ui_resource_uri,
-        "visibility": tool.visibility, "projection_policy": tool.effective_policy(),
-        "task_support": tool.task_support,
-    }
-
-
-def visible_server(request: HttpRequest, pk: int) -> Server:
-    """A server the user may see; someone else's private server is a 404, not a 403."""
-    return get_object_or_404(Server.objects.visible_to(request.user).select_related("owner"), pk=pk)
-
-
-def editable_server(request: HttpRequest, pk: int, doing: str = "edit") -> Server:
-    """A server the user may change (Server.check_editable_by): 404 if unseen, 403 if not theirs or stdio for non-staff."""
-    server = visible_server(request, pk)
-    server.check_editable_by(request.user, doing)
-    return server
+from tools import config_file
+from tools.forms import ServerForm, form_data_from_json
+from tools.lookups import editable_server, own_calls, visible_server
+from tools.models import OAuthGrant, Server, ServerLogMessage, ServerRequest, ToolCall
+from tools.runtime import deadlines, lifecycle, stored_result
+from tools.runtime.events import tool_call_json
+from tools.runtime.lifecycle import start_tool_call
+from tools.runtime.server_requests import log_json, server_request_json
+from tools.serialisers import oauth_json, server_json, tool_json
 
 
 def save_server(request: HttpRequest, data: dict, instance: Server | None) -> Server:
@@ -87,16 +33,6 @@ def save_server(request: HttpRequest, data: dict, instance: Server | None) -> Se
         server.owner = request.user
     server.save()
     return server
-
-
-def wait_for_worker(async_result, what: str, timeout: float | None = None) -> dict[str, Any]:
-    """Wait for a worker's answer to an inspector request, with a clear error when none comes."""
-    timeout = timeout or settings.MCP_WEB_WAIT
-    try:
-        return async_result.get(timeout=timeout, disable_sync_subtasks=False)
-    except CeleryTimeout:
-        async_result.revoke()
-        raise ApiError(f"No worker answered {what} within {timeout:g} s. Is a Celery worker running?", status=504)
 
 
 @api_view("GET", "POST")
@@ -122,10 +58,8 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @api_view("POST")
 def server_refresh(request: HttpRequest, pk: int) -> JsonResponse:
-    from tools.tasks import server_action
-
     server = visible_server(request, pk)
-    answer = wait_for_worker(server_action.delay(server.pk, "refresh", {"reconnect": True}, request.user.pk), "the refresh")
+    answer = lifecycle.ask_worker(server.pk, "refresh", {"reconnect": True}, request.user.pk, "the refresh")
     server.refresh_from_db()
     body = {"server": server_json(server), "tools": [tool_json(t) for t in server.tools.all()]}
     if not answer.get("ok"):
@@ -162,22 +96,6 @@ class CompleteBody(Body):
     context: dict[str, str] = {}
 
 
-def oauth_json(server: Server, user) -> dict[str, Any] | None:
-    """The user's own sign-in to an OAuth server (never the tokens), and their latest attempts."""
-    if server.auth != "oauth":
-        return None
-    grant = OAuthGrant.objects.filter(server=server, user=user).first()
-    flows = OAuthFlow.objects.filter(server=server, user=user)[:5]
-    return {
-        "signed_in": bool(grant and grant.status == OAuthGrant.Status.ACTIVE),
-        "grant": {"status": grant.status, "error": grant.error, "scope": grant.scope, "client_id": grant.client_id,
-                  "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
-                  "has_refresh_token": bool(grant.refresh_token), "updated_at": grant.updated_at.isoformat()} if grant else None,
-        "attempts": [{"id": str(f.pk), "status": f.status, "error": f.error, "created_at": f.created_at.isoformat(),
-                      "steps": f.steps} for f in flows],
-    }
-
-
 @api_view("GET")
 def oauth_status(request: HttpRequest, pk: int) -> JsonResponse:
     server = visible_server(request, pk)
@@ -187,15 +105,11 @@ def oauth_status(request: HttpRequest, pk: int) -> JsonResponse:
 @api_view("POST")
 def oauth_sign_in(request: HttpRequest, pk: int) -> JsonResponse:
     """Begin the user's sign-in: where to send the browser (a worker did the discovery)."""
-    from django.urls import reverse
-
-    from tools.tasks import oauth_start
-
     server = visible_server(request, pk)
     if server.auth != "oauth":
         raise ApiError("This server does not use OAuth (set Authorization to OAuth in its settings).", status=409)
     redirect_uri = request.build_absolute_uri(reverse("oauth_callback"))
-    answer = wait_for_worker(oauth_start.delay(server.pk, request.user.pk, redirect_uri), "the sign-in's discovery")
+    answer = lifecycle.start_sign_in(server.pk, request.user.pk, redirect_uri)
     if not answer.get("ok"):
         return JsonResponse({"error": answer["error"], "flow_id": answer.get("flow_id")}, status=502)
     return JsonResponse({"authorization_url": answer["authorization_url"], "flow_id": answer["flow_id"]})
@@ -213,8 +127,6 @@ def oauth_sign_out(request: HttpRequest, pk: int) -> JsonResponse:
 def complete(request: HttpRequest, pk: int) -> JsonResponse:
     """Suggestions for a prompt argument or a resource-template variable (empty when the server
     does not offer completions: the page shows none, quietly)."""
-    from tools.tasks import server_action
-
     server = visible_server(request, pk)
     body = parse_body(request, CompleteBody)
     if not server.offers("completions"):
@@ -222,8 +134,8 @@ def complete(request: HttpRequest, pk: int) -> JsonResponse:
     params = {"ref": body.ref.model_dump(exclude_none=True), "argument": body.argument, "value": body.value,
               "context": {k: v for k, v in body.context.items() if k != body.argument}}
     wait = settings.COMPLETION_TIMEOUT + settings.MCP_CONNECT_TIMEOUT
-    answer = wait_for_worker(server_action.apply_async((server.pk, "complete", params, request.user.pk), expires=wait),
-                             "the completion request", timeout=wait + 2)
+    answer = lifecycle.ask_worker(server.pk, "complete", params, request.user.pk, "the completion request",
+                                  timeout=wait + 2, expires=wait)
     if not answer.get("ok"):
         raise ApiError(answer["error"], status=502)
     completion = (answer["result"] or {}).get("completion") or {}
@@ -281,7 +193,7 @@ def tool_call_detail(request: HttpRequest, pk) -> HttpResponse:
 
 
 def streamed(stored: stored_result.StoredResult, prefix: str = "", suffix: str = "") -> StreamingHttpResponse:
-    """An answer carrying a stored result, sent in pieces as it is read (tools/stored_result.py)."""
+    """An answer carrying a stored result, sent in pieces as it is read (tools/runtime/stored_result.py)."""
     content = stored_result.ResultBody(stored, prefix, suffix)
     response = StreamingHttpResponse(content, content_type="application/json")  # Django will call content.close()
     response["Content-Length"] = str(content.content_length())
@@ -293,7 +205,7 @@ def streamed(stored: stored_result.StoredResult, prefix: str = "", suffix: str =
 def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
     """The full result exactly as stored (`ToolResult.raw`), streamed, for pages and App views.
 
-    The database hands back the column's JSON text in pieces (tools/stored_result.py), so a
+    The database hands back the column's JSON text in pieces (tools/runtime/stored_result.py), so a
     result of any size is neither parsed nor held whole here; events only say how big it is.
     """
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk", "status"), pk=pk)
@@ -307,7 +219,7 @@ def tool_call_result(request: HttpRequest, pk) -> HttpResponse:
 def tool_call_result_preview(request: HttpRequest, pk) -> JsonResponse:
     """The first RESULT_PREVIEW_BYTES of the full result as stored (`text`, cut before a character
     it would split), its size, and whether that is all of it: what a page shows of a big result,
-    read without the rest (tools/stored_result.py `head`); the whole is at `result_url`."""
+    read without the rest (tools/runtime/stored_result.py `head`); the whole is at `result_url`."""
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk", "status"), pk=pk)
     shown = stored_result.head(call.pk, settings.RESULT_PREVIEW_BYTES)
     if shown is None:
@@ -352,22 +264,15 @@ def servers_export(request: HttpRequest) -> JsonResponse:
     return response
 
 
-# --- a call while it runs: Cancel, log messages, what the server asks (tools/server_requests.py) ---------
-
-def own_calls(request: HttpRequest):
-    """Calls the user may act on (cancel, answer for): those they made and those of their conversations."""
-    return ToolCall.objects.filter(Q(requested_by=request.user) | Q(conversation__owner=request.user))
-
+# --- a call while it runs: Cancel, log messages, what the server asks (tools/runtime/server_requests.py) ---------
 
 @api_view("POST")
 def tool_call_cancel(request: HttpRequest, pk) -> JsonResponse:
     """Cancel a queued or running call: the server is sent notifications/cancelled; the call ends `cancelled`."""
-    from tools.live_calls import cancel_calls
-
     call = get_object_or_404(own_calls(request).only("pk", "status", "celery_task_id"), pk=pk)
     if call.is_final:
         raise ApiError(f"This call has already ended ({call.status}).", status=409, call_status=call.status)
-    cancelled = cancel_calls([call], "Cancelled by the user.")
+    cancelled = lifecycle.cancel_calls([call], "Cancelled by the user.")
     status = ToolCall.objects.filter(pk=pk).values_list("status", flat=True).first()
     return JsonResponse({"id": str(call.pk), "cancelled": bool(cancelled), "status": status}, status=202 if cancelled else 409)
 
@@ -375,8 +280,6 @@ def tool_call_cancel(request: HttpRequest, pk) -> JsonResponse:
 @api_view("GET")
 def tool_call_logs(request: HttpRequest, pk) -> JsonResponse:
     """The server's log messages (notifications/message) received during the call."""
-    from tools.server_requests import log_json
-
     call = get_object_or_404(ToolCall.objects.visible_to(request.user).only("pk"), pk=pk)
     rows = ServerLogMessage.objects.filter(tool_call=call).order_by("at", "id")[:1000]
     return JsonResponse({"logs": [log_json(r) for r in rows]})
@@ -385,8 +288,6 @@ def tool_call_logs(request: HttpRequest, pk) -> JsonResponse:
 @api_view("GET")
 def server_requests(request: HttpRequest) -> JsonResponse:
     """Server requests of the user's calls: `?tool_call=<id>`, `?conversation=<id>`, `?open=1`."""
-    from tools.server_requests import server_request_json
-
     qs = ServerRequest.objects.visible_to(request.user)
     if request.GET.get("tool_call"):
         qs = qs.filter(tool_call_id=request.GET["tool_call"])
@@ -402,8 +303,6 @@ def server_requests(request: HttpRequest) -> JsonResponse:
 
 @api_view("GET")
 def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
-    from tools.server_requests import server_request_json
-
     row = get_object_or_404(ServerRequest.objects.visible_to(request.user), pk=pk)
     data = server_request_json(row, detail=True)
     call = row.tool_call
@@ -415,11 +314,7 @@ def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
 def server_request_answer(request: HttpRequest, pk) -> JsonResponse:
     """The user's answer: elicitation `{action: accept|decline|cancel, content?}`; sampling
     `{action: approve, messages, model?, api_base?}`, then `{action: send, text?}`, or `{action: reject}`."""
-    from tools import input_rounds, server_requests
-
     row = get_object_or_404(ServerRequest.objects.filter(tool_call__in=own_calls(request).values("pk"))
                             .select_related("tool_call__conversation"), pk=pk)
-    row = server_requests.answer(row, request.user, json_body(request))
-    # A 2026-07-28 call rests while its round is open: the last answer queues its retry.
-    input_rounds.resume_if_answered(row)
-    return JsonResponse(server_requests.server_request_json(row, detail=True))
+    row = lifecycle.answer(row, request.user, json_body(request))
+    return JsonResponse(server_request_json(row, detail=True))

@@ -7,8 +7,9 @@ import asyncio
 from channels.db import database_sync_to_async
 
 from inspector.consumers import GroupRelayConsumer
-from tools import events
+from tools.lookups import log_servers, reads_log
 from tools.models import Server, ToolCall
+from tools.runtime import events
 
 
 class RpcLogConsumer(GroupRelayConsumer):
@@ -19,7 +20,6 @@ class RpcLogConsumer(GroupRelayConsumer):
         return [events.RPC_LOG_GROUP]
 
     def _visible(self) -> set[int]:
-        from tools.views import log_servers
 
         return set(log_servers(self.scope["user"]).values_list("pk", flat=True))
 
@@ -37,7 +37,6 @@ class ServerConsumer(GroupRelayConsumer):
     `server.log` to those who read its log (tools/server_log.py)."""
 
     async def groups_for_user(self, user):
-        from tools.server_log import reads_log
 
         pk = self.scope["url_route"]["kwargs"]["pk"]
         server = await database_sync_to_async(lambda: Server.objects.visible_to(user).filter(pk=pk).first())()
@@ -56,7 +55,7 @@ class ToolCallConsumer(GroupRelayConsumer):
     """Status and result of one tool call; on connect, its stored state at once.
 
     Like the live event, the catch-up `tool_call.result` carries the full result when it is
-    small enough to push (tools/events.py), else only its `result_url`.
+    small enough to push (tools/runtime/events.py), else only its `result_url`.
     A published event can be lost (publishing never fails the work that produced it; a Redis
     hiccup drops it), so while the call is not final the socket also looks at the database
     every RECHECK_SECONDS and sends the result itself if the event has not come: a socket

@@ -2,7 +2,7 @@
 
 Secrets (env values, header values, the URL's password and secret query values) are never
 sent back in clear: they are shown as MASK, and a submitted MASK means "keep the stored value"
-(for the URL, Server.save() applies the rule; see tools/url_secrets.py).
+(for the URL, Server.save() applies the rule; see tools/mcp/url_secrets.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
-from tools.deadlines import TimeoutOutOfRange, check_timeout, max_timeout
+from tools.mcp.url_secrets import MASK
 from tools.models import STDIO_STAFF_ONLY, Policy, Server, Transport
-from tools.url_secrets import MASK
+from tools.runtime.deadlines import TimeoutOutOfRange, check_timeout, max_timeout
 
 
 def masked(secrets: dict | None) -> dict[str, str]:

@@ -16,8 +16,9 @@ from django.db import models
 from django.db.models import Q
 
 from inspector.encrypted import EncryptedJSONField, EncryptedTextField
-from tools import url_secrets
-
+from tools.mcp import url_secrets
+from tools.mcp.config import ServerConfig
+from tools.runtime.projection import is_ui_resource
 
 STDIO_STAFF_ONLY = (
     "Only staff users can create or edit stdio servers: a stdio server runs a command on the "
@@ -52,7 +53,7 @@ class LogLevel(models.TextChoices):
 
 def pool_key(server_id: int, user_id: int | None = None) -> str:
     """What a worker's pool keys a connection on (and frames and server requests are filed under):
-    the server, and on an OAuth server the user whose sign-in it carries (tools/oauth.py)."""
+    the server, and on an OAuth server the user whose sign-in it carries (tools/runtime/oauth.py)."""
     return f"{server_id}/user-{user_id}" if user_id is not None else str(server_id)
 
 
@@ -80,7 +81,7 @@ class Server(models.Model):
     cwd = models.CharField("working directory", max_length=500, blank=True)
     # HTTP / SSE
     # The URL with its secrets masked (`https://user:********@host/mcp?token=********`); the
-    # password and secret query values live encrypted in url_secrets (tools/url_secrets.py).
+    # password and secret query values live encrypted in url_secrets (tools/mcp/url_secrets.py).
     url = models.URLField(
         "URL", max_length=1000, blank=True,
         help_text="A password or token in the URL (user:password@, ?token=…) is encrypted and shown masked; "
@@ -88,7 +89,7 @@ class Server(models.Model):
     )
     url_secrets = EncryptedJSONField(help_text="The URL's password and secret query values (encrypted).")
     headers = EncryptedJSONField(help_text="HTTP headers, e.g. Authorization (encrypted).")
-    # OAuth 2.1 (tools/oauth.py): each user signs in with their own account; tokens are per user
+    # OAuth 2.1 (tools/runtime/oauth.py): each user signs in with their own account; tokens are per user
     # (OAuthGrant). The client is pre-registered (id, secret) or registered dynamically once.
     auth = models.CharField(
         "authorization", max_length=10, choices=[("none", "none (or headers)"), ("oauth", "OAuth 2.1 (each user signs in)")],
@@ -108,7 +109,7 @@ class Server(models.Model):
     shared = models.BooleanField("shared with the team", default=False)
     enabled = models.BooleanField(default=True)
     projection_policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.CONTENT_FIRST)
-    # What this client offers the server (tools/server_requests.py answers roots/list from it).
+    # What this client offers the server (tools/runtime/server_requests.py answers roots/list from it).
     roots = models.JSONField(
         default=list, blank=True,
         help_text='Roots answered to the server\'s roots/list: [{"uri": "file:///…", "name": "…"}].',
@@ -188,8 +189,6 @@ class Server(models.Model):
 
     def config(self):
         """The connection settings a worker's pool keys its warm connection on."""
-        from tools.connection import ServerConfig
-
         return ServerConfig(
             key=pool_key(self.pk),
             name=self.name,
@@ -413,7 +412,7 @@ class ToolCall(models.Model):
     progress = models.JSONField(
         null=True, blank=True, help_text="The server's last notifications/progress for this call: progress, total, message.",
     )
-    # Deadlines (tools/deadlines.py): the timeout is fixed when the call is created (the caller's
+    # Deadlines (tools/runtime/deadlines.py): the timeout is fixed when the call is created (the caller's
     # override, else its server's default; blank: the worker's MCP_CALL_TIMEOUT); the deadline is set when a
     # worker claims it and pushed on by progress. Past it, another delivery or the sweep takes over.
     timeout_s = models.FloatField(
@@ -426,13 +425,13 @@ class ToolCall(models.Model):
         help_text="When the worker running it is presumed gone: started + connect + timeout + margin, pushed on by "
         "progress; while it waits for input, when nobody answering ends it.",
     )
-    # Multi round-trip input (2026-07-28, tools/input_rounds.py): the round the call is in, the
+    # Multi round-trip input (2026-07-28, tools/runtime/input_rounds.py): the round the call is in, the
     # server's opaque requestState to echo on the retry (never shown to the model), and one
     # summary per round (its request keys and kinds, the state's size, when).
     input_round = models.PositiveSmallIntegerField(default=0, help_text="How many input-required rounds the server asked.")
     input_state = models.TextField(blank=True, help_text="The latest requestState, echoed verbatim on the retry.")
     input_rounds = models.JSONField(default=list, blank=True, help_text="Per round: keys, kinds, state bytes, at.")
-    # Tasks (2025-11-25, tools/task_calls.py): a call of a tool whose `execution.taskSupport` is
+    # Tasks (2025-11-25, tools/runtime/task_calls.py): a call of a tool whose `execution.taskSupport` is
     # "required", or "optional" when the caller asked, is sent task-augmented; the worker follows
     # the task by id (a later worker resumes it) and its result is stored like any call's.
     task_mode = models.CharField(
@@ -471,7 +470,7 @@ class ToolCall(models.Model):
 
 
 class OAuthGrant(models.Model):
-    """One user's tokens for one OAuth-protected server (tools/oauth.py), encrypted at rest."""
+    """One user's tokens for one OAuth-protected server (tools/runtime/oauth.py), encrypted at rest."""
 
     class Status(models.TextChoices):
         ACTIVE = "active"
@@ -529,9 +528,9 @@ class StoredJSONField(models.JSONField):
     """A JSONField without SQLite's `JSON_VALID` CHECK constraint.
 
     Every value is checked JSON before it is written (a worker's own serialisation, or a large
-    result's bytes that msgspec checked, tools/wire_result.py). The constraint re-parsed a 40 MB
+    result's bytes that msgspec checked, tools/mcp/wire_result.py). The constraint re-parsed a 40 MB
     result inside SQLite on every insert, and it refused the zeroblob a large result is written
-    into piece by piece (tools/stored_result.py `create`)."""
+    into piece by piece (tools/runtime/stored_result.py `create`)."""
 
     def db_check(self, connection):
         return None
@@ -581,8 +580,6 @@ class UiResource(models.Model):
 
 def embedded_ui_resource(result: dict | None) -> dict | None:
     """The first MCP-UI `ui://` embedded resource in a result's content, if any."""
-    from tools.projection import is_ui_resource
-
     for block in (result or {}).get("content") or []:
         if isinstance(block, dict) and is_ui_resource(block):
             return block["resource"]
@@ -604,7 +601,7 @@ class ServerRequest(models.Model):
     inside a live `tools/call` and the worker holding it waits (on Redis) for the answer; on a
     2026-07-28 connection (multi round-trip input) the call's result names the requests and the
     answer queues a retry (`protocol`, `round`, `input_key`). Either way the browser answers
-    through the same API and the same cards (tools/server_requests.py).
+    through the same API and the same cards (tools/runtime/server_requests.py).
     """
 
     class Kind(models.TextChoices):
@@ -677,7 +674,7 @@ class ServerLogMessage(models.Model):
 
 class ResourceSubscription(models.Model):
     """A user's Subscribe on a resource page: the connections workers hold to the server subscribe
-    to every URI someone wants (tools/remote.py), with `resources/subscribe` (2025-11-25) or
+    to every URI someone wants (tools/runtime/remote.py), with `resources/subscribe` (2025-11-25) or
     `subscriptions/listen` (2026-07-28), and each `notifications/resources/updated` reaches the
     server's pages (events.server_group)."""
 

@@ -4,7 +4,7 @@ applies on the live connection (`logging/setLevel` on 2025-11-25, the per-reques
 2026-07-28), never reconnecting.
 
 The messages are the ServerLogMessage rows the worker stores as they arrive
-(tools/server_requests.py). Like the JSON-RPC log they may carry any user's arguments, so the
+(tools/runtime/server_requests.py). Like the JSON-RPC log they may carry any user's arguments, so the
 panel is its owner's (and superusers').
 """
 
@@ -15,17 +15,13 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from inspector.api import ApiError, Body, api_view, parse_body
-from tools.api import visible_server, wait_for_worker
+from tools.lookups import reads_log, visible_server
 from tools.models import LogLevel, Server, ServerLogMessage
-from tools.server_requests import log_json
+from tools.runtime import lifecycle
+from tools.runtime.server_requests import log_json
 
 # How many of the latest messages the page opens with (and a catch-up answers at most).
 SHOWN = 500
-
-
-def reads_log(user, server: Server) -> bool:
-    """The owner and superusers read a server's log (the JSON-RPC log's rule, tools/views.py log_servers)."""
-    return user.is_superuser or server.owner_id == user.pk
 
 
 def latest(server: Server, after: int = 0) -> list[dict]:
@@ -65,16 +61,13 @@ class LevelBody(Body):
 def log_level(request: HttpRequest, pk: int) -> JsonResponse:
     """{level}: the level the server logs at, applied on a worker's live connection now (the
     others at their next use) and kept on the server."""
-    from tools.tasks import server_action
-
     server = visible_server(request, pk)
     if not reads_log(request.user, server):
         raise ApiError("Only the server's owner sets its log level.", status=403)
     level = parse_body(request, LevelBody).level
     if level and level not in LogLevel.values:
         raise ApiError(f"`level` must be one of {', '.join(LogLevel.values)} (or empty: the server's default).")
-    answer = wait_for_worker(server_action.delay(server.pk, "set_log_level", {"level": level}, request.user.pk),
-                             "the log level")
+    answer = lifecycle.ask_worker(server.pk, "set_log_level", {"level": level}, request.user.pk, "the log level")
     if not answer.get("ok"):
         raise ApiError(f"The level was not set: {answer['error']}", status=502)
     return JsonResponse({"level": answer["level"], "applied": answer["applied"]})

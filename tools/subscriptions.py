@@ -1,7 +1,7 @@
 """Resource subscriptions from a resource page (issue 28.3): Subscribe and Unsubscribe.
 
 A subscription is a row (ResourceSubscription) first; a worker's connection to the server then
-subscribes to what the rows hold (tools/remote.py `_settle`: `resources/subscribe` on 2025-11-25,
+subscribes to what the rows hold (tools/runtime/remote.py `_settle`: `resources/subscribe` on 2025-11-25,
 `subscriptions/listen` on 2026-07-28), and every worker's connection catches up at its next use.
 Updates reach the page over the server's socket (`resource.updated`, /ws/servers/{id}/).
 """
@@ -12,8 +12,10 @@ from django.http import HttpRequest, JsonResponse
 from pydantic import Field
 
 from inspector.api import ApiError, Body, api_view, parse_body
-from tools.api import visible_server, wait_for_worker
+from inspector.errors import Problem
+from tools.lookups import visible_server
 from tools.models import ResourceSubscription, Server
+from tools.runtime import lifecycle
 
 
 class SubscriptionBody(Body):
@@ -33,9 +35,7 @@ def how(server: Server) -> str:
 
 
 def _connection_state(request: HttpRequest, server: Server) -> dict:
-    from tools.tasks import server_action
-
-    return wait_for_worker(server_action.delay(server.pk, "subscriptions", {}, request.user.pk), "the subscription")
+    return lifecycle.ask_worker(server.pk, "subscriptions", {}, request.user.pk, "the subscription")
 
 
 @api_view("GET", "POST", "DELETE")
@@ -51,7 +51,7 @@ def subscriptions(request: HttpRequest, pk: int) -> JsonResponse:
         mine.filter(uri=uri).delete()
         try:
             _connection_state(request, server)  # best effort: a connection that missed it stops at its next use
-        except ApiError:
+        except Problem:
             pass
         return JsonResponse({"uri": uri, "subscribed": False})
     if not offers_subscriptions(server):
@@ -60,7 +60,7 @@ def subscriptions(request: HttpRequest, pk: int) -> JsonResponse:
     row, created = ResourceSubscription.objects.get_or_create(server=server, user=request.user, uri=uri)
     try:
         answer = _connection_state(request, server)
-    except ApiError:
+    except Problem:
         if created:
             row.delete()
         raise

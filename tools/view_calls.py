@@ -1,7 +1,7 @@
 """Calls of a tool an App view registered (origin "view"): the model asked for it, the view runs
 it in the browser. The chat page that shows the view claims the call (only one page runs it),
 asks the view over the bridge (`tools/call`) and posts the result here; it is then stored like
-any result, full row and projection (tools/pipeline.py `finish_with_result`), and the chat step
+any result, full row and projection (tools/runtime/pipeline.py `finish_with_result`), and the chat step
 waiting on it goes on. A call no page answers ends at its deadline (pipeline `_wait_for_view`).
 """
 
@@ -14,8 +14,8 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
-from tools import pipeline
 from tools.models import ToolCall
+from tools.runtime import pipeline
 
 
 class ClaimBody(LenientBody):

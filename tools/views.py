@@ -1,4 +1,4 @@
-"""Server registry and inspector pages. MCP traffic is delegated to workers (tools.tasks)."""
+"""Server registry and inspector pages. MCP traffic is delegated to workers (tools.runtime.tasks)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from inspector.api import ApiError
-from tools import config_file, rpclog
-from tools.api import editable_server, oauth_json, tool_json, visible_server, wait_for_worker
-from tools.deadlines import max_timeout, shown_timeout
+from inspector.errors import Problem
+from tools import config_file
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
-from tools.events import tool_call_json
-from tools.widgets import view_tools
+from tools.lookups import editable_server, log_servers, visible_server
 from tools.models import OAuthFlow, ResourceSubscription, RpcFrame, Server, Tool, ToolCall
+from tools.runtime import lifecycle, rpclog
+from tools.runtime.deadlines import max_timeout, shown_timeout
+from tools.runtime.events import tool_call_json
+from tools.serialisers import oauth_json, tool_json
+from tools.subscriptions import how, offers_subscriptions
+from tools.widgets import view_tools
 
 # How long a sign-in may wait for the browser to come back from the authorization server.
 OAUTH_FLOW_TTL = timedelta(minutes=10)
@@ -32,11 +35,9 @@ REFRESH_SESSION_KEY = "server_refresh_pending"
 
 def _ask_worker(request: HttpRequest, server: Server, action: str, params: dict | None = None) -> dict:
     """Ask a worker on the user's behalf (their own sign-in on an OAuth server)."""
-    from tools.tasks import server_action
-
     try:
-        return wait_for_worker(server_action.delay(server.pk, action, params or {}, request.user.pk), action.replace("_", " "))
-    except ApiError as exc:
+        return lifecycle.ask_worker(server.pk, action, params, request.user.pk, action.replace("_", " "))
+    except Problem as exc:
         return {"ok": False, "error": str(exc)}
 
 
@@ -62,10 +63,8 @@ def _form_page(request: HttpRequest, instance: Server | None) -> HttpResponse:
                 server.last_error = ""
             server.save()
             if server.enabled:
-                from tools.tasks import server_action
-
                 request.session[REFRESH_SESSION_KEY] = {"pk": server.pk, "since": timezone.now().isoformat()}
-                server_action.delay(server.pk, "refresh", {"reconnect": True}, request.user.pk)
+                lifecycle.refresh_later(server.pk, request.user.pk)
                 messages.success(request, f"Saved “{server.name}”; a worker is connecting to it and listing its tools.")
             else:
                 messages.success(request, f"Saved “{server.name}” (disabled: not connected).")
@@ -141,8 +140,6 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
     """Where an authorization server sends the browser back: the code becomes the user's tokens
     (a worker swaps it), then the server page says how it went. Only the user who started the
     sign-in can finish it."""
-    from tools.tasks import oauth_finish
-
     flow = OAuthFlow.objects.select_related("server").filter(state=request.GET.get("state", "")[:100], user=request.user).first()
     if flow is None:
         return render(request, "tools/forbidden.html", {"message": "This sign-in is unknown or belongs to someone else; "
@@ -162,9 +159,8 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"Sign-in to “{flow.server.name}” refused: {why}")
         return redirect("server_detail", pk=flow.server_id)
     try:
-        answer = wait_for_worker(oauth_finish.delay(str(flow.pk), request.GET.get("code", "")[:2000], request.GET.get("iss")),
-                                 "the token exchange")
-    except ApiError as exc:
+        answer = lifecycle.finish_sign_in(str(flow.pk), request.GET.get("code", "")[:2000], request.GET.get("iss"))
+    except Problem as exc:
         answer = {"ok": False, "error": str(exc)}
     if answer.get("ok"):
         note = f" (listing its tools failed: {answer['refresh_error']})" if answer.get("refresh_error") else ""
@@ -216,8 +212,6 @@ def resources(request: HttpRequest, pk: int) -> HttpResponse:
         read = _ask_worker(request, server, "read_resource", {"uri": uri})
         if read.get("ok"):
             read["contents"] = [_render_content(c) for c in (read["result"] or {}).get("contents", [])]
-    from tools.subscriptions import how, offers_subscriptions
-
     subscribed = set(ResourceSubscription.objects.filter(server=server, user=request.user).values_list("uri", flat=True))
     return render(
         request,
@@ -299,12 +293,6 @@ def rpc_log(request: HttpRequest) -> HttpResponse:
         {"servers": servers, "frames": frames, "filters": request.GET, "methods": _methods(request),
          "server_names": {str(s.pk): s.name for s in servers}, "probe_label": rpclog.VERSION_PROBE_LABEL},
     )
-
-
-def log_servers(user):
-    """Servers whose JSON-RPC frames `user` may read: their own (frames carry every user's
-    arguments and results, so a shared server's log stays with its owner), or all for superusers."""
-    return Server.objects.all() if user.is_superuser else Server.objects.filter(owner=user)
 
 
 def _methods(request: HttpRequest) -> list[str]:

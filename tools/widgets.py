@@ -17,10 +17,10 @@ from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
-from tools import stored_result
-from tools.api import streamed, wait_for_worker
-from tools.calls import start_tool_call
+from tools.api import streamed
 from tools.models import Server, Tool, ToolCall, UiResource
+from tools.runtime import lifecycle, stored_result
+from tools.runtime.lifecycle import start_tool_call
 
 APP_MIME = "text/html;profile=mcp-app"
 SKYBRIDGE_MIME = "text/html+skybridge"
@@ -48,12 +48,10 @@ def _html_of(content: dict) -> str:
 def fetch_ui_resource(server: Server, uri: str, user_id: int | None = None) -> UiResource:
     """Read the view through a worker (resources/read, as `user_id` on an OAuth server), cached
     per server and URI."""
-    from tools.tasks import server_action
-
     cached = UiResource.objects.filter(server=server, uri=uri).first()
     if cached:
         return cached
-    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}, user_id), "the view's resources/read")
+    answer = lifecycle.ask_worker(server.pk, "read_resource", {"uri": uri}, user_id, "the view's resources/read")
     if not answer.get("ok"):
         raise ApiError(f"Could not read the view {uri}: {answer['error']}", status=502)
     contents = (answer["result"] or {}).get("contents") or []
@@ -62,7 +60,7 @@ def fetch_ui_resource(server: Server, uri: str, user_id: int | None = None) -> U
     content = contents[0]
     meta = ((content.get("_meta") or {}).get("ui")) or {}
     if not meta:
-        listed = wait_for_worker(server_action.delay(server.pk, "resources", {}, user_id), "resources/list")
+        listed = lifecycle.ask_worker(server.pk, "resources", {}, user_id, "resources/list")
         for entry in listed.get("resources", []) if listed.get("ok") else []:
             if entry.get("uri") == uri:
                 meta = ((entry.get("_meta") or {}).get("ui")) or {}
@@ -214,10 +212,8 @@ def resources_read(request: HttpRequest, pk) -> JsonResponse:
 
 
 def _view_resources_read(request: HttpRequest, server: Server) -> JsonResponse:
-    from tools.tasks import server_action
-
     uri = parse_body(request, ReadBody).uri
-    answer = wait_for_worker(server_action.delay(server.pk, "read_resource", {"uri": uri}, request.user.pk), "resources/read")
+    answer = lifecycle.ask_worker(server.pk, "read_resource", {"uri": uri}, request.user.pk, "resources/read")
     if not answer.get("ok"):
         # A server that refused the view's request (an unknown URI) is the view's mistake: a 4xx.
         raise ApiError(answer["error"], status=422 if answer.get("refused") else 502)

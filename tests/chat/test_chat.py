@@ -481,7 +481,7 @@ def test_a_stale_turn_is_closed_when_the_page_loads_and_by_the_worker_sweep(api,
 
 def test_a_turn_waiting_on_its_calls_is_not_stale_and_a_late_close_keeps_a_newer_turn(api, fake_llm, basic_server):
     from chat.agent import close_if_stale, finish_turn
-    from tools.sweep import sweep_calls
+    from tools.runtime.sweep import sweep_calls
 
     cid = new_conversation(api, fake_llm, [basic_server])
     conversation = Conversation.objects.get(pk=cid)

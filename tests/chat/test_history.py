@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from chat import history
 from chat.models import Conversation, Message, ModelContext
 from tests.helpers import refresh_tools, run_call, wait_for
-from tools import tokens
+from tools.mcp import tokens
 from tools.models import Projection, Server, Tool, ToolCall, ToolResult
 
 
@@ -126,7 +126,7 @@ def test_pipeline_stores_real_token_counts_for_the_calls_model(basic_server, use
 
     # A call in a conversation is counted with the conversation's model.
     conversation = Conversation.objects.create(owner=user, model="anthropic/claude-sonnet-4-5")
-    from tools.api import start_tool_call
+    from tools.runtime.lifecycle import start_tool_call
 
     queued = start_tool_call(server=basic_server, tool_name="echo", arguments={"text": payload}, origin="llm", user=user,
                              conversation=conversation, llm_tool_call_id="x1")

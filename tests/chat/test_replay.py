@@ -520,9 +520,9 @@ def test_player_api_runs_nothing(api, fake_llm, drift, drift_server):
 @pytest.mark.usefixtures("celery_worker")
 def test_a_rerun_compares_results_of_a_megabyte_or_more_as_stored_text(api, fake_llm, basic_server):
     """Parsed and diffed, two 40 MB results cost the worker ~20x their size (issue 25.6): from
-    1 MB (tools/wire_result.py LARGE_BYTES) the stored texts are compared by digest, and a
+    1 MB (tools/mcp/wire_result.py LARGE_BYTES) the stored texts are compared by digest, and a
     difference is one change at `$` with the start of each."""
-    from tools import stored_result
+    from tools.runtime import stored_result
 
     refresh_tools(basic_server)
     script = [{"tool_calls": [{"name": "basic__big_text", "arguments": {"megabytes": 2}, "id": "b1"}]}, {"text": "Big."}]

@@ -22,6 +22,6 @@ def test_a_worker_logs_json_lines_with_the_call_id(celery_worker, user):
     records = [json.loads(line) for line in lines if line.startswith("{")]
     assert records and all({"time", "level", "logger", "message"} <= r.keys() for r in records)
     mine = [r for r in records if r.get("call_id") == str(call.pk)]
-    assert any(r["logger"] == "tools.pipeline" and "failed after" in r["message"] for r in mine), mine
+    assert any(r["logger"] == "tools.runtime.pipeline" and "failed after" in r["message"] for r in mine), mine
     # Lines of no call carry none.
     assert any("call_id" not in r for r in records)

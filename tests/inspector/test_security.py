@@ -71,6 +71,6 @@ def test_websockets_refuse_the_sandbox_origin(client, user):
 
 
 def test_error_text_loses_url_credentials_and_queries():
-    from tools.url_secrets import redact
+    from tools.mcp.url_secrets import redact
 
     assert redact("could not connect to https://user:pw@example.com/mcp?token=abc") == "could not connect to https://example.com/mcp"

@@ -129,7 +129,7 @@ MIXED_UNIT = 'héllo "wörld" \\ 日本語 😀\n\t'  # tests/tools/test_wire_re
 @mcp.tool()
 def big_mixed(megabytes: float, error: bool = False) -> CallToolResult:
     """A long non-ASCII text (escapes, emoji) and a structuredContent with a NUL and a float
-    Python's json writes otherwise (1e-07): a large result read lean (tools/wire_result.py)."""
+    Python's json writes otherwise (1e-07): a large result read lean (tools/mcp/wire_result.py)."""
     text = MIXED_UNIT * int(megabytes * 1024 * 1024 / len(MIXED_UNIT.encode()))
     rows = [{"id": i, "label": "row-%08d" % i} for i in range(int(megabytes * 1024 * 1024 / 40))]
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error,

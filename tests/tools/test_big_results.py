@@ -10,7 +10,7 @@ from django.conf import settings
 
 from tests.helpers import login_page, refresh_tools, wait_for
 from tests.chat.test_browser import make_conversation, send, widget_frame
-from tools import stored_result
+from tools.runtime import stored_result
 from tools.models import ToolCall, ToolResult
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]

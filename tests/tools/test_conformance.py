@@ -1,5 +1,5 @@
 """The official MCP client conformance suite (npm @modelcontextprotocol/conformance) drives
-conformance/client.py, built on tools/connection.py and tools/oauth_flow.py. The scenarios that
+conformance/client.py, built on tools/mcp/connection.py and tools/mcp/oauth_flow.py. The scenarios that
 need no OAuth and one of each kind of OAuth scenario run here (a few seconds each); `make
 conformance` runs every scenario and prints the table."""
 

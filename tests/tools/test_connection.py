@@ -1,4 +1,4 @@
-"""tools.connection against real MCP servers over stdio, Streamable HTTP and SSE.
+"""tools.mcp.connection against real MCP servers over stdio, Streamable HTTP and SSE.
 
 No Django: run with ``python -m pytest tests/tools/test_connection.py -p no:django``.
 """
@@ -22,7 +22,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.mcp_servers.launch import ServerProcess, free_port, server_path, start_server, wait_pid_gone  # noqa: E402
-from tools.connection import CallTimeout, Connection, ConnectionFailed, RemoteError, ServerConfig  # noqa: E402
+from tools.mcp.config import ServerConfig  # noqa: E402
+from tools.mcp.connection import Connection  # noqa: E402
+from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError  # noqa: E402
 
 # Every test here starts real MCP servers or workers of its own.
 pytestmark = pytest.mark.worker
@@ -98,8 +100,8 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
 def test_list_and_call_everything(transport: str, servers: dict[str, ServerProcess]) -> None:
     async def scenario(conn: Connection) -> None:
         assert conn.protocol_version == MODERN
-        assert conn.server_info == {"name": "basic-test-server", "version": "1.0.0"}
-        assert conn.instructions == "A test server for the MCP inspector."
+        assert conn.handshake.server_info == {"name": "basic-test-server", "version": "1.0.0"}
+        assert conn.handshake.instructions == "A test server for the MCP inspector."
         assert "tools" in conn.capabilities
 
         tools = {tool["name"]: tool for tool in await conn.list_tools()}
@@ -239,7 +241,7 @@ def test_protocol_negotiation(
 
     async def scenario(conn: Connection) -> tuple[str | None, dict[str, Any] | None, str]:
         result = await conn.call_tool("echo", {"text": "v"})
-        return conn.protocol_version, conn.server_info, text_of(result)
+        return conn.protocol_version, conn.handshake.server_info, text_of(result)
 
     config = make_config(transport, servers, legacy_server=legacy_server, mode=mode)
     version, info, echoed = run(with_connection(config, scenario, on_frame=lambda d, m, at: frames.append(m)))

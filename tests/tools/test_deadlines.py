@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from chat.models import Conversation
 from tests.helpers import stop_process, login_page, refresh_tools, run_call, start_worker, wait_for
-from tools import pipeline
-from tools.calls import start_tool_call
-from tools.deadlines import TimeoutOutOfRange, legacy_lease
+from tools.runtime import pipeline
+from tools.runtime.lifecycle import start_tool_call
+from tools.runtime.deadlines import TimeoutOutOfRange, legacy_lease
 from tools.models import Projection, RpcFrame, Server, ToolCall, ToolResult
 
 pytestmark = pytest.mark.django_db(transaction=True)

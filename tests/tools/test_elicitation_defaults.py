@@ -1,6 +1,6 @@
 """SEP-1034: an accepted elicitation's omitted fields take the schema's defaults."""
 
-from tools.elicitation import answer_problems, describe_problems, with_defaults
+from tools.mcp.elicitation import answer_problems, describe_problems, with_defaults
 
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string", "default": "John Doe"}, "age": {"type": "integer", "default": 30},

@@ -2,7 +2,7 @@
 
 A WebSocket frame above 1 MiB makes daphne close the socket, and a conversation API that
 embeds every full result grows without bound: events and the conversation API carry the
-bounded tool-call summary (tools/events.py); the full result has its own streamed endpoint.
+bounded tool-call summary (tools/runtime/events.py); the full result has its own streamed endpoint.
 Real worker, real MCP App test server, real consumers over the Redis channel layer, real daphne.
 """
 
@@ -24,7 +24,7 @@ from django.utils import timezone
 from chat.models import Conversation, Message, Turn
 from inspector.asgi import application
 from tests.helpers import closing, refresh_tools, run_async, run_call, streamed_body
-from tools import events
+from tools.runtime import events
 from tools.models import Projection, ToolCall, ToolResult
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from tests.helpers import refresh_tools, run_call
-from tools.frames import for_storage, preview, wire_size
+from tools.mcp.frames import for_storage, preview, wire_size
 from tools.models import RpcFrame, ToolResult
 
 
@@ -56,7 +56,7 @@ def test_frames_of_a_server_deleted_meanwhile_are_dropped_quietly(basic_server, 
     """A connection still talks while its server is deleted (closing frames): those frames are
     dropped, the others in the batch are written, and nothing is logged as an error."""
     from tools.models import Server
-    from tools.rpclog import FrameRecorder
+    from tools.runtime.rpclog import FrameRecorder
 
     gone = Server.objects.create(name="gone", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
     gone_pk = gone.pk
@@ -70,7 +70,7 @@ def test_frames_of_a_server_deleted_meanwhile_are_dropped_quietly(basic_server, 
 
     recorder(Config(gone_pk), "in", {"jsonrpc": "2.0", "method": "notifications/message", "params": {}}, at)
     recorder(Config(basic_server.pk), "out", {"jsonrpc": "2.0", "id": 7, "method": "ping"}, at)
-    with caplog.at_level("ERROR", logger="tools.rpclog"):
+    with caplog.at_level("ERROR", logger="tools.runtime.rpclog"):
         recorder.flush()
     assert list(RpcFrame.objects.filter(rpc_id="7").values_list("server_id", flat=True)) == [basic_server.pk]
     assert not RpcFrame.objects.filter(server_id=gone_pk).exists()
@@ -85,7 +85,7 @@ def test_frames_written_again_after_a_dead_server_take_fresh_ids(basic_server, u
     from django.db import IntegrityError
 
     from tools.models import Server
-    from tools.rpclog import FrameRecorder
+    from tools.runtime.rpclog import FrameRecorder
 
     gone = Server.objects.create(name="gone", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
     gone_pk = gone.pk
@@ -122,13 +122,13 @@ def test_frames_written_again_after_a_dead_server_take_fresh_ids(basic_server, u
 
 
 def test_the_frame_writer_writes_a_request_at_once_and_lets_an_answer_wait_for_the_next_frames(monkeypatch):
-    """tools/rpclog.py: a request is written as soon as it comes (a worker killed a moment later
+    """tools/runtime/rpclog.py: a request is written as soon as it comes (a worker killed a moment later
     keeps what it sent in the log); an answer or a notification waits up to ANSWER_WINDOW and is
     written with the next request, so it is not written while the pipeline stores the result."""
     from types import SimpleNamespace
 
     from tests.helpers import wait_for
-    from tools import rpclog
+    from tools.runtime import rpclog
 
     monkeypatch.setattr(rpclog, "ANSWER_WINDOW", 30.0)  # only a request or a flush can end a batch here
     batches: list[list[str]] = []

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from chat.models import Conversation
 from tests.helpers import finished_call, refresh_tools, start_api_call, wait_for
-from tools.input_rounds import problem
+from tools.runtime.input_rounds import problem
 from tools.models import Projection, RpcFrame, Server, ServerRequest, ToolCall, ToolResult
 
 
@@ -37,7 +37,7 @@ def test_hostile_input_required_results_are_refused_with_the_reason(raw, why):
 
 
 def test_an_elicitation_mode_that_does_not_exist_is_refused():
-    from tools.server_requests import refusal
+    from tools.runtime.server_requests import refusal
 
     assert "only form and url exist" in refusal("elicitation", {"mode": "form" + "x" * 20, "message": "?"})
 
@@ -193,7 +193,7 @@ def test_hostile_state_and_endless_rounds_end_the_call_clearly(api, rounds):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
 def test_cancel_and_the_input_deadline_end_a_resting_call(api, rounds):
-    from tools.sweep import sweep_calls
+    from tools.runtime.sweep import sweep_calls
 
     call_id = start_api_call(api, rounds, "trip", {"topic": "cancel"})
     resting(call_id, 1)

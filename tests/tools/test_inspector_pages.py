@@ -47,7 +47,7 @@ def test_resources_templates_read_and_download(client, user, basic_server):
     text = client.get(f"/servers/{basic_server.pk}/resources/", {"uri": "greeting://Ada"}).content.decode()
     assert "Ada" in text and 'class="resource-text"' in text
     resources = Server.objects.get(pk=basic_server.pk)
-    from tools.tasks import server_action
+    from tools.runtime.tasks import server_action
 
     answer = server_action.delay(resources.pk, "resources").get(timeout=30)
     by_mime = {r.get("mimeType"): r["uri"] for r in answer["resources"]}

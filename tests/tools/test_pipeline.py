@@ -10,7 +10,7 @@ from django.db import connection
 
 from tests.helpers import refresh_tools, run_call, wait_for
 from tools.admin import DurationFilter
-from tools.deadlines import legacy_lease
+from tools.runtime.deadlines import legacy_lease
 from tools.models import Projection, RpcFrame, Tool, ToolCall, ToolResult
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -46,7 +46,7 @@ def test_non_app_tool_follows_content_first(basic_server):
 
 
 def test_a_tools_own_policy_overrides_its_servers(basic_server):
-    """The pipeline reads the tool's policy with the call (tools/pipeline.py `load`): set on one
+    """The pipeline reads the tool's policy with the call (tools/runtime/pipeline.py `load`): set on one
     tool, it applies to that tool's calls only."""
     refresh_tools(basic_server)
     Tool.objects.filter(server=basic_server, name="add").update(projection_policy="forward-all")
@@ -85,7 +85,7 @@ def test_invalid_output_is_stored_and_flagged(basic_server):
 
 
 def test_same_task_delivered_twice_calls_the_tool_once(basic_server):
-    from tools.tasks import execute_tool_call
+    from tools.runtime.tasks import execute_tool_call
 
     refresh_tools(basic_server)
     call = ToolCall.objects.create(server=basic_server, tool_name="echo", arguments={"text": "once"}, origin="manual",
@@ -192,9 +192,9 @@ def test_a_database_error_while_storing_the_result_is_retried_and_a_lasting_one_
     from django.db import OperationalError
     from django.utils import timezone
 
-    from tools import pipeline
-    from tools.projection import Outcome
-    from tools.sweep import sweep_calls
+    from tools.runtime import pipeline
+    from tools.runtime.projection import Outcome
+    from tools.runtime.sweep import sweep_calls
 
     monkeypatch.setattr(pipeline.time, "sleep", lambda seconds: None)
     real_write = pipeline._write_rows

@@ -1,4 +1,4 @@
-"""tools.pool: warm connection reuse, recovery, replacement and reaping, from synchronous code.
+"""tools.mcp.pool: warm connection reuse, recovery, replacement and reaping, from synchronous code.
 
 No Django: run with ``python -m pytest tests/tools/test_pool.py -p no:django``.
 """
@@ -23,9 +23,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.mcp_servers.launch import ServerProcess, free_port, pid_alive, server_path, start_server, wait_pid_gone  # noqa: E402
-from tools import pool as pool_module  # noqa: E402
-from tools.connection import CallTimeout, Connection, ConnectionFailed, ServerConfig  # noqa: E402
-from tools.pool import Pool, get_pool  # noqa: E402
+from tools.mcp import pool as pool_module
+from tools.mcp.config import ServerConfig  # noqa: E402
+from tools.mcp.connection import Connection  # noqa: E402
+from tools.mcp.errors import CallTimeout, ConnectionFailed  # noqa: E402
+from tools.mcp.pool import Pool, get_pool  # noqa: E402
 
 # Every test here starts real MCP servers or workers of its own.
 pytestmark = pytest.mark.worker

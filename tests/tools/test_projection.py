@@ -1,4 +1,4 @@
-"""The LLM projection (`tools.projection.project`): property-based and example-based tests.
+"""The LLM projection (`tools.runtime.projection.project`): property-based and example-based tests.
 
 The projection is the only thing the model ever sees of a tool result, so these tests check
 the invariant of ARCHITECTURE.md ("The one invariant") and sep-tool-result-visibility.md
@@ -31,8 +31,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tools import tokens
-from tools.projection import (
+from tools.mcp import tokens
+from tools.runtime.projection import (
     APP_POLICY,
     APP_VIEW_NOTE,
     EMPTY_NOTE,
@@ -46,7 +46,7 @@ SENTINELS = SC + META + UI + EXTRA
 KNOWN_TOP_LEVEL = ("content", "structuredContent", "isError", "_meta")
 BIG_CAP = 10**9  # large enough that nothing generated is ever truncated
 
-# How `cap_text` behaves (tools/projection.py): tokens are the real ones, litellm's counter for the
+# How `cap_text` behaves (tools/runtime/projection.py): tokens are the real ones, litellm's counter for the
 # model (`tokens.count`). A text over the cap keeps a prefix and appends a note of about 40 tokens
 # saying how much was cut; the prefix is as long as fits (within cap // 1000 tokens). When even the
 # note does not fit (caps under ~45 tokens), the text is only a short note, "[truncated N chars]",

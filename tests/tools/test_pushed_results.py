@@ -20,8 +20,8 @@ from django.test.utils import CaptureQueriesContext
 from inspector.events import JSON_TEXT, event_text
 from tests.helpers import refresh_tools, run_call, streamed_body, worker_to_kill
 from tests.tools.test_events import stored_json_text
-from tools import events
-from tools.calls import start_tool_call
+from tools.runtime import events
+from tools.runtime.lifecycle import start_tool_call
 from tools.models import ToolCall, ToolResult
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 
 from tests.helpers import login_page, refresh_tools, run_call
-from tools import stored_result
+from tools.runtime import stored_result
 from tools.models import ToolResult
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]

@@ -324,7 +324,7 @@ def test_migration_moves_existing_url_secrets(user):
     ],
 )
 def test_url_secret_rules(url, masked):
-    from tools import url_secrets
+    from tools.mcp import url_secrets
 
     shown, secrets = url_secrets.resolve(url, None)
     assert shown == masked

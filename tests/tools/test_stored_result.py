@@ -1,4 +1,4 @@
-"""A stored full result is served in pieces read from the database (tools/stored_result.py):
+"""A stored full result is served in pieces read from the database (tools/runtime/stored_result.py):
 the bytes and the Content-Length must be exactly the column's text, whatever the piece size
 and whatever characters fall on a piece boundary."""
 
@@ -19,7 +19,7 @@ from django.db.models.functions import Cast
 
 from inspector.models import ApiToken
 from tests.helpers import streamed_body
-from tools import stored_result
+from tools.runtime import stored_result
 from tools.models import Server, ToolCall, ToolResult
 
 pytestmark = pytest.mark.django_db
@@ -342,7 +342,7 @@ def test_a_view_in_a_big_result_is_found_without_reading_the_column_as_a_value(u
     40 MB result parsed whole costs daphne ~10x its size)."""
     from django.test.utils import CaptureQueriesContext
 
-    from tools.events import summary_queryset, tool_call_json
+    from tools.runtime.events import summary_queryset, tool_call_json
     from tools.models import Projection
 
     monkeypatch.setattr(stored_result, "PIECE_BYTES", 4096)  # "big": several pieces

@@ -19,7 +19,7 @@ from chat.models import Conversation, Message, Turn
 from chat.sweeper import lock_key, lock_ttl
 from tests.helpers import kill_and_replace, run_async, run_call, start_worker, stop_process, wait_for, worker_to_kill
 from tests.figures import record
-from tools.calls import start_tool_call
+from tools.runtime.lifecycle import start_tool_call
 from tools.models import Projection, RpcFrame, ToolCall, ToolResult
 
 # Every test here starts real MCP servers or workers of its own.
@@ -58,7 +58,7 @@ def test_a_call_no_worker_takes_fails_at_its_deadline_and_open_pages_hear_it(bas
     """No worker involved: the row alone, past CALL_QUEUE_DEADLINE, is ended by the sweep with an event."""
     from channels.layers import get_channel_layer
 
-    from tools.sweep import sweep_calls
+    from tools.runtime.sweep import sweep_calls
 
     call = start_tool_call(server=basic_server, tool_name="echo", arguments={"text": "x"}, origin="manual",
                            user=basic_server.owner, enqueue=False)
@@ -176,8 +176,8 @@ def test_a_turn_whose_calls_ended_but_whose_next_step_never_came_is_resumed(api,
 def test_a_call_the_sweep_queues_again_gets_time_to_be_taken(basic_server, monkeypatch):
     """A running call past its lease is queued again; the next pass must not end it as "no worker
     started it" because its old lease (or its queued_at) is long past."""
-    from tools import sweep
-    from tools.sweep import sweep_calls
+    from tools.runtime import sweep
+    from tools.runtime.sweep import sweep_calls
 
     sent = []
     # Only the rule is under test: the task goes nowhere, so no worker takes the call meanwhile.

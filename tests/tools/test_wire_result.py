@@ -1,4 +1,4 @@
-"""Large results read lean (tools/wire_result.py): over a real stdio server and a real worker, and
+"""Large results read lean (tools/mcp/wire_result.py): over a real stdio server and a real worker, and
 the lean reading itself against a full parse."""
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import pytest
 from tests.helpers import refresh_tools, run_call, wait_for
 from django.db import connection
 
-from tools import stored_result, tokens, wire_result
-from tools.frames import for_storage
-from tools.pipeline import validate_output
-from tools.projection import project
+from tools.runtime import stored_result
+
+from tools.mcp import tokens, wire_result
+from tools.mcp.frames import for_storage
+from tools.runtime.pipeline import validate_output
+from tools.runtime.projection import project
 from tools.models import Projection, RpcFrame, ToolResult
 
 MIXED_UNIT = 'héllo "wörld" \\ 日本語 😀\n\t'  # as tests/mcp_servers/basic.py big_mixed
@@ -87,7 +89,7 @@ def test_a_long_text_cut_into_tiny_pieces_decodes_to_the_same_text(monkeypatch, 
 
 def same_but_the_estimate(outcome):
     """An Outcome with the note's token estimate left out: the text of a resource block is a
-    LongText joined to its header, estimated as the sum of the two (tools/projection.py join_texts)."""
+    LongText joined to its header, estimated as the sum of the two (tools/runtime/projection.py join_texts)."""
     scrub = lambda value: re.sub(r"about [0-9,]+ tokens", "about N tokens", json.dumps(value, ensure_ascii=False))
     return scrub(outcome.text), scrub(outcome.payload), outcome.removed, outcome.truncated, outcome.policy
 
@@ -247,7 +249,7 @@ class Chunks:
 def test_the_event_stream_passes_each_line_on_as_it_ends_and_swaps_large_answers(eol):
     import asyncio
 
-    from tools import lean_http
+    from tools.mcp import lean_http
 
     kept = {}
     transport = lean_http.LeanTransport(None, lambda request_id: request_id == 7, kept)
@@ -282,7 +284,8 @@ def test_streamable_http_answers_near_and_over_1_mb_arrive_over_sse_and_nothing_
     import asyncio
 
     from tests.mcp_servers.launch import start_server
-    from tools.connection import Connection, ServerConfig
+    from tools.mcp.config import ServerConfig
+    from tools.mcp.connection import Connection
 
     server = start_server("basic.py", "http", "--legacy")  # the 2025-11-25 server answers calls as event streams
     try:

@@ -3,7 +3,7 @@
 from django.db import migrations, models
 
 import inspector.encrypted
-from tools import url_secrets
+from tools.mcp import url_secrets
 
 
 def encrypt_url_secrets(apps, schema_editor):

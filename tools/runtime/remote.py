@@ -17,13 +17,16 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tools import events
-from tools.connection import CallTimeout, Connection, ConnectionFailed, RemoteError
-from tools.models import ResourceSubscription, Server, Tool, parse_pool_key, pool_key
-from tools.oauth import authorized_config, refresh_after_401, rejected
-from tools.pool import Pool, get_pool
-from tools.rpclog import recorder
-from tools.url_secrets import redact
+from inspector.events import publish
+from tools.mcp.connection import Connection
+from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError
+from tools.mcp.pool import Pool, get_pool
+from tools.mcp.url_secrets import redact
+from tools.models import ResourceSubscription, Server, Tool, UiResource, parse_pool_key, pool_key
+from tools.runtime import events
+from tools.runtime.oauth import authorized_config, refresh_after_401, rejected
+from tools.runtime.rpclog import recorder
+from tools.runtime.server_requests import handle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,8 +50,6 @@ def _on_notification(config, method: str, params: dict) -> None:
 def _resource_updated(config, params: dict, at: float) -> None:
     """Tell the server's pages; and if nobody wants that resource any more (unsubscribed through
     another worker's connection), stop this connection's subscriptions to what nobody wants."""
-    from inspector.events import publish
-
     close_old_connections()
     try:
         server_id, user_id = parse_pool_key(config.key)
@@ -60,7 +61,7 @@ def _resource_updated(config, params: dict, at: float) -> None:
         server = Server.objects.filter(pk=server_id).first()
         wanted = subscription_uris(server, user_id) if server is not None else set()
         if uri not in wanted:
-            pool().run(config, lambda conn: conn.sync_subscriptions(wanted), timeout=settings.MCP_CALL_TIMEOUT)
+            pool().run(config, lambda conn: conn.subscriptions.sync(wanted), timeout=settings.MCP_CALL_TIMEOUT)
     except Exception:  # noqa: BLE001
         log.exception("handling notifications/resources/updated from %s failed", config.name)
     finally:
@@ -83,8 +84,6 @@ def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None
         if what == "tools":
             sync_tools(server, user_id=user_id)  # (on an OAuth server, with the sign-in of the connection's user)
         elif what == "resources":
-            from tools.models import UiResource
-
             UiResource.objects.filter(server=server).delete()
     except Exception:  # noqa: BLE001
         log.exception("refresh after %s list_changed failed for server %s", what, server_id)
@@ -93,8 +92,6 @@ def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None
 
 
 def pool() -> Pool:
-    from tools.server_requests import handle
-
     return get_pool(on_frame=recorder(), on_notification=_on_notification, on_server_request=handle,
                     idle_timeout=settings.MCP_IDLE_TIMEOUT)
 
@@ -106,7 +103,7 @@ def roots_version(roots: Any) -> str:
 
 def config_for(server: Server, user_id: int | None = None):
     """The connection settings for `user_id`'s requests: on an OAuth server their own token and
-    connection (tools/oauth.py), else the server's one."""
+    connection (tools/runtime/oauth.py), else the server's one."""
     config = server.config()
     return authorized_config(server, config, user_id) if server.auth == "oauth" else config
 
@@ -159,15 +156,15 @@ async def _settle(conn: Connection, log_level: str | None, subscriptions: set[st
     """Bring a live connection to the server row's log level and the subscriptions users hold,
     without reconnecting: each worker's connection catches up at its next use. Refusals are
     logged (and kept per URI on the connection), never a reason to fail the call."""
-    if conn.log_level != log_level:
+    if conn.logging.level != log_level:
         try:
-            await conn.set_log_level(log_level)
+            await conn.logging.set(log_level)
         except (RemoteError, CallTimeout, ValueError) as exc:
             log.info("could not set the log level of %s to %s: %s", conn.config.name, log_level, exc)
-            conn.log_level = log_level  # not again at every call
-    if subscriptions != conn.subscribed:
+            conn.logging.level = log_level  # not again at every call
+    if subscriptions != conn.subscriptions.subscribed:
         try:
-            await conn.sync_subscriptions(subscriptions)
+            await conn.subscriptions.sync(subscriptions)
         except (RemoteError, CallTimeout) as exc:
             log.info("could not update the resource subscriptions of %s: %s", conn.config.name, exc)
 
@@ -175,10 +172,10 @@ async def _settle(conn: Connection, log_level: str | None, subscriptions: set[st
 async def _overview(conn: Connection) -> dict[str, Any]:
     tools = await conn.list_tools()
     return {
-        "server_info": conn.server_info or {},
+        "server_info": conn.handshake.server_info or {},
         "protocol_version": conn.protocol_version or "",
         "capabilities": conn.capabilities or {},
-        "instructions": conn.instructions or "",
+        "instructions": conn.handshake.instructions or "",
         "tools": tools,
     }
 

@@ -26,10 +26,10 @@ from django.db.models.functions import Cast, Length, Substr
 
 from inspector import pg_nul
 from inspector.events import JSON_TEXT, publish
-from tools import stored_result
-from tools.deadlines import call_timeout, max_timeout
 from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
-from tools.projection import APP_POLICY
+from tools.runtime import stored_result
+from tools.runtime.deadlines import call_timeout, max_timeout
+from tools.runtime.projection import APP_POLICY
 
 # --- event type names ---------------------------------------------------------------------------
 
@@ -46,9 +46,9 @@ TOOL_CALL_STREAMING = "tool_call.streaming"
 TOOL_CALL_CREATED = "tool_call.created"
 TOOL_CALL_STATUS = "tool_call.status"
 TOOL_CALL_RESULT = "tool_call.result"
-TOOL_CALL_PROGRESS = "tool_call.progress"  # the server's notifications/progress, throttled (tools/live_calls.py)
+TOOL_CALL_PROGRESS = "tool_call.progress"  # the server's notifications/progress, throttled (tools/runtime/live_calls.py)
 TOOL_CALL_LOG = "tool_call.log"  # a notifications/message that arrived during the call
-# What a server asks of the client during a call (tools/server_requests.py).
+# What a server asks of the client during a call (tools/runtime/server_requests.py).
 SERVER_REQUEST_CREATED = "server_request.created"
 SERVER_REQUEST_UPDATED = "server_request.updated"
 # /ws/rpc-log/
@@ -90,7 +90,7 @@ def tool_call_groups(call: ToolCall) -> list[str]:
 # what the model saw, an error, a schema error. The detail (`GET /api/tool-calls/{id}/`) has all.
 SUMMARY_TEXT_CHARS = 2000
 
-# The policies whose projection records every `ui://` view it replaced (tools/projection.py notes
+# The policies whose projection records every `ui://` view it replaced (tools/runtime/projection.py notes
 # each in `removed` with a reason starting "interactive view "): for them `has_view` needs no
 # full result.
 _RECORDING_POLICIES = {APP_POLICY, "content-first", "strict"}
@@ -183,7 +183,7 @@ def tool_call_json(call: ToolCall, *, detail: bool = False, full: bool = False) 
         "max_timeout_s": max_timeout(),
         "deadline_at": call.deadline_at.isoformat() if call.deadline_at else None,
         "progress": call.progress,
-        # Sent as an MCP task (tools/task_calls.py): its id and latest status; `detail` adds every status.
+        # Sent as an MCP task (tools/runtime/task_calls.py): its id and latest status; `detail` adds every status.
         "task": _task_json(call, detail),
         # The full result: its size here, the value itself at result_url.
         "has_result": result is not None,

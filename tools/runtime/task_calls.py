@@ -7,12 +7,12 @@ server's poll interval (woken early by `notifications/tasks/status`), each new s
 in the row's history and sent to pages, the row's lease renewed so the sweep leaves a working
 task alone. Once the task ends, or needs input, `tasks/result` returns the CallToolResult; a
 server asks for a task's input (elicitation, sampling) on that request, and those requests
-reach the browser through the same cards as any call's (tools/server_requests.py). The result
-is stored and projected exactly as a plain call's (tools/pipeline.py), so history and replays
+reach the browser through the same cards as any call's (tools/runtime/server_requests.py). The result
+is stored and projected exactly as a plain call's (tools/runtime/pipeline.py), so history and replays
 do not change.
 
 A later delivery (the worker died) finds the task id on the row and follows the same task
-instead of starting the tool again. Cancel sends `tasks/cancel` (tools/live_calls.py).
+instead of starting the tool again. Cancel sends `tasks/cancel` (tools/runtime/live_calls.py).
 Tasks left the core protocol in 2026-07-28, so a modern connection calls the tool plainly.
 """
 
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from tools import deadlines, events
-from tools.connection import CallTimeout, RemoteError
+from tools.mcp.errors import CallTimeout, RemoteError
 from tools.models import ToolCall
+from tools.runtime import deadlines, events
 
 if TYPE_CHECKING:
-    from tools.connection import Connection
-    from tools.live_calls import LiveCall
+    from tools.mcp.connection import Connection
+    from tools.runtime.live_calls import LiveCall
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def wanted(conn: Connection, call: ToolCall) -> bool:
     and the connection speaks 2025-11-25 (tasks are not in the 2026-07-28 core)."""
     if not call.task_mode or conn.is_modern:
         return False
-    return call.task_mode == "required" or conn.supports_tool_tasks
+    return call.task_mode == "required" or conn.tasks.supported
 
 
 async def run(conn: Connection, call: ToolCall, live: LiveCall, timeout: float, max_timeout: float) -> dict[str, Any]:
@@ -75,11 +75,11 @@ async def run(conn: Connection, call: ToolCall, live: LiveCall, timeout: float, 
         # following meanwhile, so the lease and the time left to answer move on with the task.
         keeper = asyncio.ensure_future(_keep_following(conn, call, live, task_id, timeout))
         try:
-            result = await conn.task_result(task_id, remaining, tag=live)
+            result = await conn.tasks.result(task_id, remaining, tag=live)
         finally:
             keeper.cancel()
         try:  # the status it ended with, for the card (best effort: the result is what matters)
-            await _record(call, live, await conn.get_task(task_id, timeout))
+            await _record(call, live, await conn.tasks.get(task_id, timeout))
         except Exception as exc:  # noqa: BLE001 - never lose a result in hand for a status line
             log.info("could not read the final status of task %s: %s", task_id, exc)
         return result
@@ -88,7 +88,7 @@ async def run(conn: Connection, call: ToolCall, live: LiveCall, timeout: float, 
             await cancel(conn, live)
         raise
     finally:
-        conn.stop_following(task_id)
+        conn.tasks.forget(task_id)
 
 
 async def _follow(conn: Connection, call: ToolCall, live: LiveCall, task_id: str, timeout: float, resumed: bool) -> str:
@@ -96,7 +96,7 @@ async def _follow(conn: Connection, call: ToolCall, live: LiveCall, task_id: str
     loop = asyncio.get_running_loop()
     while True:
         try:
-            task = await conn.get_task(task_id, timeout)
+            task = await conn.tasks.get(task_id, timeout)
         except RemoteError as exc:
             if resumed:
                 raise RuntimeError(f"The server no longer knows the task {task_id} this call started "
@@ -110,7 +110,7 @@ async def _follow(conn: Connection, call: ToolCall, live: LiveCall, task_id: str
             raise CallTimeout(f"The task {task_id} was still {status or 'working'} at the hard maximum of the call.")
         interval = task.get("pollInterval")
         wait = interval / 1000 if isinstance(interval, int | float) and interval > 0 else 1.0
-        await conn.task_changed(task_id, min(max(wait, POLL_MIN), POLL_MAX, max(live.hard_deadline - loop.time(), 0)))
+        await conn.tasks.changed(task_id, min(max(wait, POLL_MIN), POLL_MAX, max(live.hard_deadline - loop.time(), 0)))
 
 
 async def _keep_following(conn: Connection, call: ToolCall, live: LiveCall, task_id: str, timeout: float) -> None:
@@ -118,7 +118,7 @@ async def _keep_following(conn: Connection, call: ToolCall, live: LiveCall, task
     while True:
         await asyncio.sleep(max(timeout / 3, 1.0))
         try:
-            await _record(call, live, await conn.get_task(task_id, timeout))
+            await _record(call, live, await conn.tasks.get(task_id, timeout))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - tasks/result is what decides; this only keeps time
@@ -178,6 +178,6 @@ async def cancel(conn: Connection, live: LiveCall) -> None:
     if not live.task_id:
         return
     try:
-        await conn.cancel_task(live.task_id, 5.0)
+        await conn.tasks.cancel(live.task_id, 5.0)
     except Exception as exc:  # noqa: BLE001 - the call ends cancelled either way; the server may have ended it
         log.info("tasks/cancel of %s was refused: %s", live.task_id, exc)

@@ -1,5 +1,5 @@
-"""The MCP authorization flow's HTTP steps, Django-free (like tools/connection.py): used by the
-workers through tools/oauth.py, and by the conformance client (conformance/client.py).
+"""The MCP authorization flow's HTTP steps, Django-free (like tools/mcp/connection.py): used by the
+workers through tools/runtime/oauth.py, and by the conformance client (conformance/client.py).
 
 Split where a person acts: `begin` (discovery, the client, PKCE, the authorization URL), then,
 once the browser comes back with a code, `exchange_code`; later `refresh`. Built from the `mcp`
@@ -21,18 +21,24 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit
 
 import httpx2
-from pydantic import ValidationError
-
 from mcp.client.auth.oauth2 import PKCEParameters
 from mcp.client.auth.utils import (
-    build_oauth_authorization_server_metadata_discovery_urls, build_protected_resource_metadata_discovery_urls,
-    create_client_registration_request, create_oauth_metadata_request, extract_resource_metadata_from_www_auth,
-    extract_scope_from_www_auth, handle_auth_metadata_response, handle_protected_resource_response,
-    handle_registration_response, issuers_match,
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    create_client_registration_request,
+    create_oauth_metadata_request,
+    extract_resource_metadata_from_www_auth,
+    extract_scope_from_www_auth,
+    handle_auth_metadata_response,
+    handle_protected_resource_response,
+    handle_registration_response,
+    issuers_match,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
-from tools.url_secrets import mask as mask_url
+from pydantic import ValidationError
+
+from tools.mcp.url_secrets import mask as mask_url
 
 HTTP_TIMEOUT = 15.0
 EXCERPT = 4000  # characters of an HTTP answer kept per step

@@ -3,11 +3,11 @@
 `call()` runs on the MCP pool's loop around `Connection.call_tool`. It sends a progressToken
 and turns `notifications/progress` into throttled `tool_call.progress` events (the latest value
 is also stored on the row, so a page that opens late shows it, with the deadline progress
-earned: see tools/deadlines.py); it is the `tag` server requests
-and log messages are attributed to (tools/server_requests.py); and it watches Redis for a Cancel
+earned: see tools/runtime/deadlines.py); it is the `tag` server requests
+and log messages are attributed to (tools/runtime/server_requests.py); and it watches Redis for a Cancel
 (`cancel_calls`, from the API or the chat's Stop): the awaiting task is cancelled, which makes
 the SDK send `notifications/cancelled` for the call's request id (and `tasks/cancel` for a call
-sent as a task, tools/task_calls.py), and the call ends `cancelled`.
+sent as a task, tools/runtime/task_calls.py), and the call ends `cancelled`.
 When the call ends, whatever server request is still waiting for a person is released.
 """
 
@@ -17,17 +17,15 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
 from django.utils import timezone
 
 from inspector.events import publish
-from tools import deadlines, events, task_calls, waits
-from tools.models import ServerRequest, ToolCall
+from tools.models import ToolCall
+from tools.runtime import deadlines, events, task_calls, waits
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ class LiveCall:
     latest: dict[str, Any] | None = None
     last_sent: float = 0.0
     flusher: asyncio.Task | None = None
-    # A call sent as an MCP task (tools/task_calls.py): its id, the last status stored, when the lease was renewed.
+    # A call sent as an MCP task (tools/runtime/task_calls.py): its id, the last status stored, when the lease was renewed.
     task_id: str | None = None
     task_seen: tuple[str, str] = ("", "")
     lease_renewed: float = 0.0
@@ -115,8 +113,8 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
     """`tools/call` with progress, server requests and Cancel; raises Cancelled when cancelled.
 
     The server has `timeout` seconds to answer; each progress notification gives it `timeout`
-    again, up to `max_timeout` in all (tools/deadlines.py). A retry of a call that asked for
-    input carries the answers and the state (tools/input_rounds.py)."""
+    again, up to `max_timeout` in all (tools/runtime/deadlines.py). A retry of a call that asked for
+    input carries the answers and the state (tools/runtime/input_rounds.py)."""
     loop = asyncio.get_running_loop()
     max_timeout = max(max_timeout or timeout, timeout)
     now = loop.time()
@@ -150,39 +148,3 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
         if live.flusher is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(live.flusher, 2.0)
-
-
-def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
-    """End queued or running calls as `cancelled` (the web side of Cancel and the chat's Stop).
-
-    A queued call's task is revoked; a running one's worker is told through Redis and sends the
-    server notifications/cancelled. Returns the ids of the calls that were cancelled.
-    """
-    from inspector.celery import app
-
-    from tools.input_rounds import close_open_requests
-    from tools.pipeline import end_call
-
-    cancelled = []
-    for c in calls:
-        changes = {"status": ToolCall.Status.CANCELLED, "error": reason, "finished_at": timezone.now()}
-        # A call resting for input (tools/input_rounds.py) has no worker: it is ended here, its
-        # open requests closed and the model's note written; a chat step's task for it finds it
-        # ended at its next look (it is not revoked: that would fail the chord, and the turn).
-        # So is a running call of a view's own tool (origin "view"): the browser runs it, no worker.
-        resting = ToolCall.objects.filter(
-            Q(status=ToolCall.Status.INPUT_REQUIRED) | Q(status=ToolCall.Status.RUNNING, origin=ToolCall.Origin.VIEW), pk=c.pk,
-        ).update(**changes)
-        if resting:
-            close_open_requests(c.pk, ServerRequest.Status.CANCELLED, reason)
-            end_call(c.pk, ToolCall.Status.CANCELLED, reason)
-            cancelled.append(str(c.pk))
-            continue
-        if not ToolCall.objects.filter(pk=c.pk, status__in=ToolCall.ACTIVE).update(**changes):
-            continue  # it finished meanwhile: it keeps its result
-        if c.celery_task_id:
-            app.control.revoke(c.celery_task_id)  # a queued call never starts; a redelivery is dropped
-        waits.push(waits.cancel_key(c.pk), {"reason": reason})
-        events.publish_tool_call(events.TOOL_CALL_STATUS, c.pk)
-        cancelled.append(str(c.pk))
-    return cancelled

@@ -41,7 +41,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tools.connection import CallTimeout, Connection, ConnectionFailed, ServerConfig
+from tools.mcp.config import ServerConfig
+from tools.mcp.connection import Connection
+from tools.mcp.errors import CallTimeout, ConnectionFailed
 
 __all__ = ["Pool", "get_pool", "reset_pool"]
 
@@ -363,7 +365,7 @@ class Pool:
         stale = [
             e
             for e in self._entries.values()
-            if e.in_use == 0 and ((now - e.last_used > self.idle_timeout and not e.connection.subscribed)
+            if e.in_use == 0 and ((now - e.last_used > self.idle_timeout and not e.connection.subscriptions.subscribed)
                                   or not e.connection.alive)
         ]
         for entry in stale:

@@ -7,7 +7,7 @@ of it stayed with the process. The full result is only ever stored and served, s
 `LARGE_BYTES` a `tools/call` or `tasks/result` answer is read lean instead:
 
 - `msgspec` checks the whole frame is valid JSON and hands out the `result` as a view of the
-  frame's bytes (`msgspec.Raw`, no copy). That view is what is stored (tools/stored_result.py
+  frame's bytes (`msgspec.Raw`, no copy). That view is what is stored (tools/runtime/stored_result.py
   writes it in pieces), so the stored result is byte for byte what the server sent.
 - What the pipeline looks at (projection, outputSchema, input rounds) gets a `WireResult`: a
   dict of the result's members, decoded, except large ones: a large member other than
@@ -26,9 +26,11 @@ from typing import Any
 
 import msgspec
 
+from tools.mcp import tokens
+
 LARGE_BYTES = 1024 * 1024  # a response frame at least this big is read lean
 SMALL_BYTES = 64 * 1024  # a member, block or field at most this big is decoded as usual
-PREFIX_CHARS = 2_000_000  # what a LongText keeps (tools/projection.py MAX_WINDOW_CHARS)
+PREFIX_CHARS = 2_000_000  # what a LongText keeps (tools/runtime/projection.py MAX_WINDOW_CHARS)
 PIECE_BYTES = 1024 * 1024  # a long string is decoded this many bytes at a time
 LEAN_METHODS = frozenset({"tools/call", "tasks/result"})
 
@@ -71,10 +73,10 @@ class LargeJSON:
 class LongText(str):
     """A string whose value is the first `PREFIX_CHARS` characters of a longer one.
 
-    `total_chars` is the full length; `estimate_tokens(model)` is what tools/tokens.py
+    `total_chars` is the full length; `estimate_tokens(model)` is what tools/mcp/tokens.py
     `estimate()` would say of the whole text (the same evenly spaced samples, taken while the
     text was decoded piece by piece). Slicing or formatting it gives plain strings of the
-    prefix: only code that knows it (tools/projection.py, tools/frames.py) should see one.
+    prefix: only code that knows it (tools/runtime/projection.py, tools/mcp/frames.py) should see one.
     """
 
     total_chars: int
@@ -111,8 +113,6 @@ class LongText(str):
         return text
 
     def estimate_tokens(self, model: str | None = None) -> int:
-        from tools import tokens
-
         if self.parts:
             return sum(p.estimate_tokens(model) if isinstance(p, LongText) else tokens.estimate(p, model)
                        for p in self.parts)
@@ -123,8 +123,6 @@ class LongText(str):
     @classmethod
     def from_literal(cls, raw: msgspec.Raw) -> LongText:
         """Decode a JSON string literal piece by piece: its length, prefix and samples."""
-        from tools import tokens
-
         pieces = list(_string_pieces(memoryview(raw)[1:-1]))
         # Decoded twice, a piece at a time: once for the length the samples are spaced by, then
         # for the prefix and samples. Holding the decoded text instead would cost up to 4 bytes

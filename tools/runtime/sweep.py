@@ -10,7 +10,7 @@ this sweep every SWEEP_INTERVAL seconds (see chat/sweeper.py), so every call end
 - queued for longer than CALL_QUEUE_DEADLINE (since it was created, or since it was queued
   again: then its `deadline_at` says until when): failed, "no worker started it";
 - running past its deadline (`deadline_at`: connect + the call's own timeout + margin, pushed
-  on by progress; see tools/deadlines.py) with attempts left: queued again and re-sent; with
+  on by progress; see tools/runtime/deadlines.py) with attempts left: queued again and re-sent; with
   none left: failed. Ending publishes the usual event, so pages update.
 """
 
@@ -26,11 +26,11 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from tools.calls import dispatch
-from tools.input_rounds import close_open_requests
 from tools.models import ServerRequest, ToolCall
-from tools.deadlines import expired as past_deadline
-from tools.pipeline import MAX_ATTEMPTS, end_call
+from tools.runtime.deadlines import expired as past_deadline
+from tools.runtime.input_rounds import close_open_requests
+from tools.runtime.lifecycle import dispatch
+from tools.runtime.pipeline import MAX_ATTEMPTS, end_call
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def sweep_calls(now: datetime | None = None) -> SweepReport:
     now = now or timezone.now()
     report = SweepReport()
     queued_deadline = now - timedelta(seconds=settings.CALL_QUEUE_DEADLINE)
-    # A call queued again after its input was answered has its own deadline (tools/input_rounds.py).
+    # A call queued again after its input was answered has its own deadline (tools/runtime/input_rounds.py).
     waited_too_long = Q(deadline_at__isnull=True, queued_at__lt=queued_deadline) | Q(deadline_at__lt=now)
     for call in ToolCall.objects.filter(waited_too_long, status=ToolCall.Status.QUEUED).only("pk"):
         waited = settings.CALL_QUEUE_DEADLINE

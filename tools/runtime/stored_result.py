@@ -96,7 +96,7 @@ UPLOAD_TABLE = "stored_result_upload"
 
 def create(call: Any, text: Any, **fields: Any) -> ToolResult:
     """Insert a call's full-result row. `text` is a str written as it is, or UTF-8 bytes (a
-    large result as its server sent it, tools/wire_result.py) written in `PIECE_BYTES` pieces:
+    large result as its server sent it, tools/mcp/wire_result.py) written in `PIECE_BYTES` pieces:
     one parameter holding it would be copied whole by the driver, and on SQLite once more into
     the record. Call it inside the transaction that writes the call's other rows.
 

@@ -16,8 +16,10 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections
 
-from tools.events import RPC_LOG_GROUP as LOG_GROUP
-from tools.frames import for_storage
+from inspector.events import publish
+from tools.mcp.frames import for_storage
+from tools.models import RpcFrame, Server, parse_pool_key
+from tools.runtime.events import RPC_LOG_GROUP as LOG_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +108,6 @@ class FrameRecorder:
     def _write(self, batch: list[tuple]) -> None:
         if not batch:
             return
-        from inspector.events import publish
-        from tools.models import RpcFrame, parse_pool_key
-
         close_old_connections()
         rows = []
         for key, direction, message, at in batch:
@@ -133,8 +132,6 @@ class FrameRecorder:
             RpcFrame.objects.bulk_create(rows)
         except IntegrityError:
             # A server deleted while its connection still talked (its closing frames): drop its frames.
-            from tools.models import Server
-
             alive = set(Server.objects.filter(pk__in={r.server_id for r in rows}).values_list("pk", flat=True))
             rows = [r for r in rows if r.server_id in alive]
             for row in rows:

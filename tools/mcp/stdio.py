@@ -4,7 +4,7 @@ Ours, modelled on ``mcp.client.stdio``, because the SDK's hides the process (no 
 to a file) and parses lines before anyone can see the raw JSON. Here every stdout line is parsed
 once, keeping the exact object read (``RawSessionMessage.raw``) or saying why it is not JSON-RPC
 (``InvalidFrame``); stderr lines are kept (the last ``STDERR_LINES``) and reported; the pid and
-exit code stay readable (``StdioProcess``). tools/connection.py taps these streams like any
+exit code stay readable (``StdioProcess``). tools/mcp/connection.py taps these streams like any
 other transport's.
 """
 
@@ -13,31 +13,32 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
 import mcp_types as types
-from pydantic import ValidationError
-
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
-from tools.wire_result import lean_envelope
+from pydantic import ValidationError
 
-if TYPE_CHECKING:
-    from tools.connection import ServerConfig
+from tools.mcp.config import ServerConfig
+from tools.mcp.errors import ConnectionFailed
+from tools.mcp.link import Link
+from tools.mcp.wire_result import lean_envelope
 
 logger = logging.getLogger(__name__)
 
 STDERR_LINES = 200
 
 
-class StdioStartFailed(Exception):
+class StdioStartFailed(ConnectionFailed):
     """The server's process could not be started (missing command, missing working directory)."""
 
 
@@ -73,6 +74,52 @@ class StdioProcess:
         return self.process.returncode if self.process is not None else None
 
 
+class StdioLink(Link):
+    """A server the inspector starts as a child process; its exit code and stderr explain its failures."""
+
+    def __init__(self, config: ServerConfig, wants_lean: Callable[[Any], bool], on_stderr: Callable[[str], None] | None) -> None:
+        super().__init__(config, wants_lean)
+        self.state = StdioProcess()
+        self.on_stderr = on_stderr
+
+    def open(self) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+        return stdio_transport(self.config, self.state, self.on_stderr, self.wants_lean)
+
+    @property
+    def alive(self) -> bool:
+        return self.state.returncode is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.state.pid
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        return list(self.state.stderr_tail)
+
+    def where(self) -> str:
+        return " ".join(shlex.join([self.config.command, *self.config.args]).split())[:300]
+
+    def context(self) -> str:
+        """Exit code and stderr tail: what makes a stdio failure understandable."""
+        extra = ""
+        code = self.state.returncode
+        if code is not None:
+            extra += f"; server process exited with code {code}"
+        tail = [line for line in self.state.stderr_tail if line.strip()][-5:]
+        if tail:
+            extra += "; stderr: " + " | ".join(tail)[-800:]
+        return extra
+
+    def kill(self) -> None:
+        process = self.state.process
+        if process is not None and process.returncode is None:
+            try:
+                os.killpg(process.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def parse_line(line: str) -> SessionMessage | Exception:
     try:
         raw = json.loads(line)
@@ -87,7 +134,7 @@ def parse_line(line: str) -> SessionMessage | Exception:
 
 def lean_message(line: bytes | bytearray, lean_for: Callable[[Any], bool] | None) -> SessionMessage | None:
     """A large answer that `lean_for(its id)` wants, read lean, never decoded whole
-    (tools/wire_result.py); None for every other line (parse it as usual)."""
+    (tools/mcp/wire_result.py); None for every other line (parse it as usual)."""
     found = lean_envelope(line, lean_for) if lean_for is not None else None
     if found is None:
         return None

@@ -12,7 +12,7 @@ Policies:
   `structuredContent` is serialised as text. Never both.
 - "forward-all": the whole result as JSON, for people debugging what a model would do with it.
 Every policy: error results keep their text; the text is capped at `token_cap` tokens of the
-conversation's model, counted by litellm's own tokenizer for it (tools/tokens.py), with an explicit
+conversation's model, counted by litellm's own tokenizer for it (tools/mcp/tokens.py), with an explicit
 note saying how much was cut; never an empty message. When the text is cut, the payload holds the
 cut text too: the projection row stores what the model was sent, not the 40 MB it was cut from.
 """
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from tools import tokens
-from tools.wire_result import LargeJSON, LongText, WireResult, is_blank, total_chars
+from tools.mcp import tokens
+from tools.mcp.wire_result import LargeJSON, LongText, WireResult, is_blank, total_chars
 
 APP_POLICY = "app"
 POLICIES = ("content-first", "strict", "forward-all")

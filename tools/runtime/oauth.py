@@ -1,7 +1,7 @@
 """OAuth 2.1 for Streamable HTTP and SSE servers: each user signs in with their own account.
 
 The sign-in, the tokens and every connection's bearer token, on the database (the HTTP steps
-themselves are tools/oauth_flow.py):
+themselves are tools/mcp/oauth_flow.py):
 
 1. `start` (a worker, when the user presses *Sign in*): discovery, the server's pre-registered
    client or one registered dynamically (kept, encrypted, on the server for the next user),
@@ -30,12 +30,14 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-
 from mcp.shared.auth import OAuthToken
-from tools import oauth_flow
-from tools.connection import BEARER_TOKENS, ConnectionFailed, ServerConfig
+
+from tools.mcp import oauth_flow
+from tools.mcp.config import ServerConfig
+from tools.mcp.errors import ConnectionFailed
+from tools.mcp.http import BEARER_TOKENS
+from tools.mcp.oauth_flow import ClientSettings, OAuthError, Steps
 from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
-from tools.oauth_flow import ClientSettings, OAuthError, Steps
 
 log = logging.getLogger(__name__)
 

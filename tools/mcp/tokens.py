@@ -84,7 +84,7 @@ def sample_spans(total_chars: int) -> list[tuple[int, int]]:
 
 def extrapolate(samples: list[str] | tuple[str, ...], total_chars: int, model: str | None = None) -> int:
     """The tokens of a text of `total_chars` characters, from samples of it (a text too long to
-    hold whole is sampled while it is decoded: tools/wire_result.py)."""
+    hold whole is sampled while it is decoded: tools/mcp/wire_result.py)."""
     counted = sum(count(s, model) for s in samples)
     return max(1, round(counted * total_chars / max(sum(len(s) for s in samples), 1)))
 

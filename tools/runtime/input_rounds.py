@@ -4,7 +4,7 @@ On a 2026-07-28 connection a server does not send elicitation, sampling or roots
 its own: it answers `tools/call` with `resultType: "input_required"`, its `inputRequests` and an
 opaque `requestState`, and the client calls again with `inputResponses` and the state echoed
 verbatim. Here that becomes the same `ServerRequest` rows, events, cards and answer API as a
-legacy server's requests (tools/server_requests.py), with one difference: no worker waits.
+legacy server's requests (tools/runtime/server_requests.py), with one difference: no worker waits.
 
 - The worker stores the round (`store_round`): one row per request (`protocol` input_required,
   `round`, `input_key`); roots are answered at once from the server's settings; a request the
@@ -12,12 +12,12 @@ legacy server's requests (tools/server_requests.py), with one difference: no wor
   with the reason. If a person must answer, the call goes `input_required` in the same
   transaction and the worker moves on; its deadline becomes now + MCP_INPUT_TIMEOUT.
 - The browser answers through the usual API; once no request of the round is open,
-  `resume_if_answered` queues the call again and sends a task, which retries the call with the
+  `requeue_if_answered` queues the call again and lifecycle.answer sends a task, which retries the call with the
   answers (`answers`). A sampling the user rejected ends the call with that message (the
   protocol has no error answer inside `inputResponses`); an elicitation's decline or cancel is
   an answer like accept, and the server decides.
 - The sweep ends a call nobody answered at its deadline; Cancel and the chat's Stop end a
-  resting call like a queued one (tools/live_calls.py).
+  resting call like a queued one (tools/runtime/live_calls.py).
 
 Rounds are bounded (MCP_INPUT_MAX_ROUNDS) and so is the state (MCP_INPUT_STATE_MAX_BYTES). The
 state is stored on the call (its size on each round's summary) and is never part of a result,
@@ -27,7 +27,6 @@ so the model never sees it.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -36,11 +35,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from tools import events
-from tools.calls import dispatch
-from tools.deadlines import call_timeout
 from tools.models import Server, ServerRequest, ToolCall
-from tools.server_requests import KINDS, publish_request, refusal
+from tools.runtime import events
+from tools.runtime.deadlines import call_timeout
+from tools.runtime.server_requests import KINDS, publish_request, refusal
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +176,9 @@ def answers(call: ToolCall) -> tuple[dict[str, Any], str | None]:
     return responses, call.input_state if has_state else None
 
 
-def resume_if_answered(row: ServerRequest) -> bool:
-    """After an answer: once no request of the call's round is open, queue the call again and
-    send its task. True if it was queued (this answer was the last one)."""
+def requeue_if_answered(row: ServerRequest) -> bool:
+    """After an answer: once no request of the call's round is open, queue the call again (its
+    task is sent by tools/runtime/lifecycle.py `answer`). True if it was queued (this answer was the last one)."""
     if row.protocol != ServerRequest.Protocol.INPUT_REQUIRED or row.is_open or row.tool_call_id is None:
         return False
     if ServerRequest.objects.filter(tool_call_id=row.tool_call_id, round=row.round, status__in=ServerRequest.OPEN).exists():
@@ -193,9 +191,6 @@ def resume_if_answered(row: ServerRequest) -> bool:
     if not queued:
         return False
     events.publish_tool_call(events.TOOL_CALL_STATUS, row.tool_call_id)
-    # A task of its own, so the call goes on now; a chat step's task for it is still waiting
-    # (tools/tasks.py) and finds it running or done. The sweep re-sends it if this one is lost.
-    dispatch(row.tool_call_id, str(uuid.uuid4()))
     return True
 
 

@@ -3,7 +3,7 @@
 Every request becomes a `ServerRequest` row. On a legacy connection the request arrives inside
 a live `tools/call` on the worker's pooled connection (`handle`, awaited on the pool's loop):
 the row is stored, a small `server_request.created` event goes to the call's and conversation's
-groups, and the worker waits on Redis (tools/waits.py) for the answer, never longer than the
+groups, and the worker waits on Redis (tools/runtime/waits.py) for the answer, never longer than the
 call's remaining time. The browser answers through the API (`answer`), which stores the answer
 and pushes it to Redis. A timeout or a closed page ends an elicitation with `cancel` and a
 sampling with a clear error, so no worker ever hangs. `roots/list` is answered at once from the
@@ -16,7 +16,7 @@ a request that cannot be tied to one tool call.
 
 The 2026-07-28 multi round-trip input (a call that rests as `input_required`, no worker
 waiting) reuses the rows (`protocol`, `round`, `input_key`), the checks, the JSON shape and
-`answer`; tools/input_rounds.py stores its rounds and queues the retry once they are answered.
+`answer`; tools/runtime/input_rounds.py stores its rounds and queues the retry once they are answered.
 """
 
 from __future__ import annotations
@@ -32,12 +32,14 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from inspector.api import ApiError
+from inspector.celery import app
+from inspector.errors import Conflict, Invalid
 from inspector.events import publish
-from tools import events, waits
-from tools.connection import RemoteError
-from tools.elicitation import answer_problems, describe_problems, with_defaults
+from tools.mcp.elicitation import answer_problems, describe_problems, with_defaults
+from tools.mcp.errors import RemoteError
 from tools.models import LogLevel, Server, ServerLogMessage, ServerRequest, ToolCall, parse_pool_key
+from tools.runtime import events, waits
+from tools.runtime.live_calls import LiveCall
 
 log = logging.getLogger(__name__)
 
@@ -204,8 +206,6 @@ async def _db(fn, *args):
 
 async def handle(config, method: str, params: dict[str, Any], tag: Any) -> dict[str, Any]:
     """The pool's `on_server_request`: store, show, wait, answer (see the module docstring)."""
-    from tools.live_calls import LiveCall
-
     server_id = parse_pool_key(config.key)[0]
     live = tag if isinstance(tag, LiveCall) else None
     if method == "notifications/message":
@@ -325,7 +325,7 @@ def _end(row: ServerRequest, user, *, status: str, from_statuses, action: str = 
         )
     if not updated:
         current = ServerRequest.objects.filter(pk=row.pk).values_list("status", flat=True).first()
-        raise ApiError(f"This request has already ended ({current}).", status=409, status_now=current)
+        raise Conflict(f"This request has already ended ({current}).", status_now=current)
     row.refresh_from_db()
     if response is not None and row.protocol == ServerRequest.Protocol.LEGACY:
         waits.push(waits.answer_key(row.pk), response)
@@ -340,25 +340,25 @@ def answer(row: ServerRequest, user, body: dict[str, Any]) -> ServerRequest:
         return _answer_elicitation(row, user, action, body)
     if row.kind == ServerRequest.Kind.SAMPLING:
         return _answer_sampling(row, user, action, body)
-    raise ApiError("This request is answered by the inspector itself.", status=409)
+    raise Conflict("This request is answered by the inspector itself.")
 
 
 def _answer_elicitation(row: ServerRequest, user, action: Any, body: dict[str, Any]) -> ServerRequest:
     if action not in ("accept", "decline", "cancel"):
-        raise ApiError("`action` must be accept, decline or cancel.")
+        raise Invalid("`action` must be accept, decline or cancel.")
     result: dict[str, Any] = {"action": action}
     if action == "accept" and row.mode != "url":
         content = body.get("content")
         if not isinstance(content, dict):
-            raise ApiError("`content` must be a JSON object of the requested fields.")
+            raise Invalid("`content` must be a JSON object of the requested fields.")
         schema = dict(row.params.get("requestedSchema") or {})
         content = with_defaults(schema, content)  # SEP-1034: omitted fields take the schema's defaults
         try:
             problems = answer_problems(schema, content)
         except jsonschema.SchemaError as exc:
-            raise ApiError(f"The server's schema is invalid: {exc.message}") from None
+            raise Invalid(f"The server's schema is invalid: {exc.message}") from None
         if problems:  # each shown beside its field; the message names fields by their titles
-            raise ApiError(describe_problems(schema, problems), fields=problems)
+            raise Invalid(describe_problems(schema, problems), fields=problems)
         result["content"] = content
     return _end(row, user, status=ServerRequest.Status.ANSWERED, from_statuses=[ServerRequest.Status.PENDING],
                 action=action, answer=result, response={"result": result})
@@ -376,13 +376,13 @@ def _answer_sampling(row: ServerRequest, user, action: Any, body: dict[str, Any]
     if action == "send":
         result = (row.answer or {}).get("result")
         if row.status != ServerRequest.Status.GENERATED or not result:
-            raise ApiError("There is no generated answer to send yet.", status=409, status_now=row.status)
+            raise Conflict("There is no generated answer to send yet.", status_now=row.status)
         text = body.get("text")
         if isinstance(text, str):  # the user edited the answer before returning it
             result = {**result, "content": {"type": "text", "text": text}}
         return _end(row, user, status=ServerRequest.Status.ANSWERED, from_statuses=[ServerRequest.Status.GENERATED],
                     action="send", answer={**row.answer, "result": result}, response={"result": result})
-    raise ApiError("`action` must be approve, by_hand, send, reject or cancel.")
+    raise Invalid("`action` must be approve, by_hand, send, reject or cancel.")
 
 
 def _answer_sampling_by_hand(row: ServerRequest, user, body: dict[str, Any]) -> ServerRequest:
@@ -391,13 +391,13 @@ def _answer_sampling_by_hand(row: ServerRequest, user, body: dict[str, Any]) -> 
     role, text = body.get("role", "assistant"), body.get("text")
     model, stop = body.get("model"), body.get("stopReason", "endTurn")
     if role not in ("user", "assistant"):
-        raise ApiError("`role` must be assistant or user.")
+        raise Invalid("`role` must be assistant or user.")
     if not isinstance(text, str) or not text.strip():
-        raise ApiError("Type the answer's text: an empty answer is not sent.")
+        raise Invalid("Type the answer's text: an empty answer is not sent.")
     if not isinstance(model, str) or not model.strip() or len(model) > 200:
-        raise ApiError("Name the model the answer is from (any name, at most 200 characters), e.g. human.")
+        raise Invalid("Name the model the answer is from (any name, at most 200 characters), e.g. human.")
     if not isinstance(stop, str) or len(stop) > 100:
-        raise ApiError("`stopReason` must be text (endTurn, stopSequence, maxTokens or another reason).")
+        raise Invalid("`stopReason` must be text (endTurn, stopSequence, maxTokens or another reason).")
     result: dict[str, Any] = {"role": role, "content": {"type": "text", "text": text}, "model": model.strip()}
     if stop.strip():
         result["stopReason"] = stop.strip()
@@ -410,17 +410,17 @@ def _approve_sampling(row: ServerRequest, user, body: dict[str, Any]) -> ServerR
     if not isinstance(messages, list) or not messages or not all(
         isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("text"), str) for m in messages
     ):
-        raise ApiError("`messages` must be a non-empty list of {role: user|assistant, text}.")
+        raise Invalid("`messages` must be a non-empty list of {role: user|assistant, text}.")
     chars = sum(len(m["text"]) for m in messages)
     if chars > settings.SAMPLING_MAX_CHARS:
-        raise ApiError(f"The messages carry {chars:,} characters; at most {settings.SAMPLING_MAX_CHARS:,} are sent to a model.")
+        raise Invalid(f"The messages carry {chars:,} characters; at most {settings.SAMPLING_MAX_CHARS:,} are sent to a model.")
     conversation = getattr(row.tool_call, "conversation", None) if row.tool_call_id else None
     model = (body.get("model") or "").strip() if isinstance(body.get("model"), str) else ""
     api_base = (body.get("api_base") or "").strip() if isinstance(body.get("api_base"), str) else ""
     if conversation is not None:
         model, api_base = conversation.model, ""  # the conversation's model and credentials
     if not model:
-        raise ApiError("No model is configured for sampling: choose a model (a litellm name such as "
+        raise Invalid("No model is configured for sampling: choose a model (a litellm name such as "
                        "openai/gpt-4o-mini), or reject the request.", status=400)
     system_prompt = body.get("system_prompt") if isinstance(body.get("system_prompt"), str) else row.params.get("systemPrompt")
     approved = {"messages": [{"role": m["role"], "text": m["text"]} for m in messages], "model": model,
@@ -431,9 +431,7 @@ def _approve_sampling(row: ServerRequest, user, body: dict[str, Any]) -> ServerR
         )
     if not updated:
         row.refresh_from_db()
-        raise ApiError(f"This request is not waiting for approval ({row.status}).", status=409, status_now=row.status)
-    from inspector.celery import app
-
+        raise Conflict(f"This request is not waiting for approval ({row.status}).", status_now=row.status)
     app.send_task("chat.tasks.run_sampling", args=[str(row.pk)])
     row.refresh_from_db()
     publish_request(row, events.SERVER_REQUEST_UPDATED)

@@ -5,7 +5,7 @@ The SDK's Streamable HTTP and SSE clients parse each message with pydantic-core'
 `structuredContent` of ~870,000 rows took 8.2 s and 1.5 GB of RSS, still held after the
 call, where `json.loads` and then `validate_python` on the same bytes took 1.2 s and 271 MB
 (measured with the basic test server's `big_structured`, bench/big_results.py). The stdio
-transport here already parses that way (tools/stdio.py `parse_line`).
+transport here already parses that way (tools/mcp/stdio.py `parse_line`).
 
 `install()` gives those two SDK modules an adapter that does the same. It validates
 exactly what the SDK's adapter validates; anything json.loads refuses goes to the SDK's own

@@ -11,9 +11,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from inspector import logs
-from tools import pipeline, tokens
+from tools.mcp import tokens
+from tools.mcp.errors import RemoteError
+from tools.mcp.url_secrets import redact
 from tools.models import OAuthFlow, Server, ToolCall
-from tools.url_secrets import redact
+from tools.runtime import oauth, pipeline, remote
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,7 @@ CHORD_POLL = 1.0
 def warm_up_token_counting(**kwargs) -> None:
     """Import litellm and load its tokenizer before the worker takes any task.
 
-    Every tool call counts tokens with litellm (tools/tokens.py), and the first count in a process
+    Every tool call counts tokens with litellm (tools/mcp/tokens.py), and the first count in a process
     costs ~3.8 s of CPU (the import, then the tokenizer). Loaded in a background thread once the
     worker was ready, it competed with the first calls for the GIL: a replacement worker's first
     calls overran short leases and were run again (CI: attempts 3 where 2 were right). So the
@@ -37,9 +39,9 @@ def warm_up_token_counting(**kwargs) -> None:
 
 @shared_task(name="tools.tasks.execute_tool_call", bind=True, max_retries=None)
 def execute_tool_call(self, tool_call_id: str) -> str:
-    """Run the call (tools/pipeline.py). A chat step waits on its calls' tasks (a chord), so there
+    """Run the call (tools/runtime/pipeline.py). A chat step waits on its calls' tasks (a chord), so there
     the task returns only once the call has ended: while another delivery runs it, or while it
-    rests waiting for input (tools/input_rounds.py), the task retries (no worker waits)."""
+    rests waiting for input (tools/runtime/input_rounds.py), the task retries (no worker waits)."""
     try:
         with logs.context(call_id=tool_call_id):
             status = pipeline.execute(tool_call_id)
@@ -53,8 +55,6 @@ def execute_tool_call(self, tool_call_id: str) -> str:
 
 
 def _error(exc: Exception) -> dict[str, Any]:
-    from tools.connection import RemoteError
-
     # `refused`: the server answered with a JSON-RPC error (the request was wrong, not the server).
     return {"ok": False, "error": redact(str(exc)) or exc.__class__.__name__, "refused": isinstance(exc, RemoteError)}
 
@@ -62,13 +62,11 @@ def _error(exc: Exception) -> dict[str, Any]:
 @shared_task(name="tools.tasks.server_action", acks_late=False)
 def server_action(server_id: int, action: str, params: dict[str, Any] | None = None, user_id: int | None = None) -> dict[str, Any]:
     """Inspector requests (refresh, resources, prompts), answered as JSON-able dicts. `user_id`:
-    who asked (an OAuth server is asked with their own sign-in, tools/oauth.py).
+    who asked (an OAuth server is asked with their own sign-in, tools/runtime/oauth.py).
 
     Errors come back as {"ok": False, "error": ...} so the page can show them; they are not
     retried (acks_late off): a person is waiting and can press the button again.
     """
-    from tools import remote
-
     params = params or {}
     try:
         server = Server.objects.get(pk=server_id)
@@ -102,13 +100,13 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
         if action == "subscriptions":
             # The wrapper in remote.run brought the connection to the subscriptions users hold.
             async def state(conn):
-                return {"offered": conn.offers_subscriptions, "subscribed": sorted(conn.subscribed),
-                        "errors": dict(conn.subscription_errors), "protocol_version": conn.protocol_version}
+                return {"offered": conn.subscriptions.offered, "subscribed": sorted(conn.subscriptions.subscribed),
+                        "errors": dict(conn.subscriptions.errors), "protocol_version": conn.protocol_version}
 
             return {"ok": True, **remote.run(server, state, user_id=user_id)}
         if action == "set_log_level":
             level = params.get("level") or None
-            applied = remote.run(server, lambda conn: conn.set_log_level(level), user_id=user_id)
+            applied = remote.run(server, lambda conn: conn.logging.set(level), user_id=user_id)
             # The row too: other workers' connections catch up at their next use (remote.run).
             Server.objects.filter(pk=server.pk).update(log_level=level or "")
             return {"ok": True, "applied": applied, "level": level or ""}
@@ -119,9 +117,7 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
 
 @shared_task(name="tools.tasks.oauth_start", acks_late=False)
 def oauth_start(server_id: int, user_id: int, redirect_uri: str) -> dict[str, Any]:
-    """Begin a user's sign-in to an OAuth server (tools/oauth.py): the authorization URL, or why not."""
-    from tools import oauth
-
+    """Begin a user's sign-in to an OAuth server (tools/runtime/oauth.py): the authorization URL, or why not."""
     server = Server.objects.filter(pk=server_id).first()
     if server is None:
         return {"ok": False, "error": "This server no longer exists."}
@@ -138,8 +134,6 @@ def oauth_start(server_id: int, user_id: int, redirect_uri: str) -> dict[str, An
 @shared_task(name="tools.tasks.oauth_finish", acks_late=False)
 def oauth_finish(flow_id: str, code: str, iss: str | None = None) -> dict[str, Any]:
     """Swap the code the authorization server sent back for the user's tokens."""
-    from tools import oauth
-
     # Claimed once (a reload of the callback page must not spend the code twice).
     claimed = OAuthFlow.objects.filter(pk=flow_id, status=OAuthFlow.Status.WAITING, finished_at__isnull=True).update(
         finished_at=timezone.now())
@@ -156,8 +150,6 @@ def oauth_finish(flow_id: str, code: str, iss: str | None = None) -> dict[str, A
     if flow.status == flow.Status.FAILED:
         return {"ok": False, "error": flow.error, "flow_id": str(flow.pk)}
     # The server answers now: list its tools with the new sign-in.
-    from tools import remote
-
     try:
         remote.sync_tools(flow.server, reconnect=True, user_id=flow.user_id)
     except Exception as exc:  # noqa: BLE001 - signed in all the same; the page shows the refresh error

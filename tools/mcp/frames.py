@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.wire_result import LargeJSON, WireResult, total_chars
+from tools.mcp.wire_result import LargeJSON, WireResult, total_chars
 
 PREVIEW_STRING = 1024  # characters kept of a long string
 PREVIEW_ITEMS = 20  # items kept of a long list or object
@@ -75,7 +75,7 @@ def preview(value: Any, depth: int = 0) -> Any:
 
 def for_storage(message: dict[str, Any], limit: int) -> tuple[dict[str, Any], int, bool]:
     """(payload to store, size in bytes, whether the payload is a preview) for one frame."""
-    # A large result read lean (tools/wire_result.py) is never held whole: always a preview.
+    # A large result read lean (tools/mcp/wire_result.py) is never held whole: always a preview.
     if not isinstance(message.get("result"), WireResult) and wire_size(message, stop_above=limit) <= limit:
         return message, len(json.dumps(message, ensure_ascii=False).encode()), False
     return preview(message), wire_size(message), True

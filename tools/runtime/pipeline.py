@@ -18,12 +18,13 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 
-from tools import deadlines, events, input_rounds, remote, stored_result, tokens
-from tools.connection import CallTimeout
-from tools.url_secrets import redact
+from tools.mcp import tokens
+from tools.mcp.errors import CallTimeout
+from tools.mcp.url_secrets import redact
+from tools.mcp.wire_result import LargeJSON, WireResult
 from tools.models import Projection, Server, ToolCall
-from tools.projection import Outcome, project
-from tools.wire_result import LargeJSON, WireResult
+from tools.runtime import deadlines, events, input_rounds, live_calls, remote, stored_result
+from tools.runtime.projection import Outcome, project
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def validate_output(schema: dict | None, raw: dict[str, Any]) -> tuple[bool | No
     if "structuredContent" not in raw:
         return False, "The tool declares an outputSchema but the result has no structuredContent."
     structured = raw["structuredContent"]
-    if isinstance(structured, LargeJSON):  # a large result read lean (tools/wire_result.py)
+    if isinstance(structured, LargeJSON):  # a large result read lean (tools/mcp/wire_result.py)
         limit = settings.OUTPUT_SCHEMA_CHECK_MAX_BYTES
         if structured.wire_bytes > limit:
             return None, (f"Not checked against the outputSchema: its structuredContent is {structured.wire_bytes:,} "
@@ -52,7 +53,7 @@ def validate_output(schema: dict | None, raw: dict[str, Any]) -> tuple[bool | No
 
 
 class CallResting(Exception):
-    """The call waits for someone to answer the server's request for input (tools/input_rounds.py)."""
+    """The call waits for someone to answer the server's request for input (tools/runtime/input_rounds.py)."""
 
 
 class CallInProgress(Exception):
@@ -94,7 +95,7 @@ def _claim(tool_call_id) -> ToolCall | None:
     """Mark the call running, unless it is finished or another delivery is running it right now.
 
     The claim is one conditional UPDATE (queued, or running past its deadline), so two
-    deliveries can never both win; it also sets the call's deadline (tools/deadlines.py). A
+    deliveries can never both win; it also sets the call's deadline (tools/runtime/deadlines.py). A
     second delivery before the deadline raises CallInProgress and the task retries: if the first
     delivery's worker died meanwhile, a retry after the deadline takes the call over.
     """
@@ -133,7 +134,7 @@ RUNNING_ONLY = (ToolCall.Status.RUNNING,)
 def _serialise(call: ToolCall, raw: dict) -> tuple[Any, int, int]:
     """The full result as JSON text, with its size in bytes and tokens: the one serialisation
     of it, measured here and stored as it is (a 40 MB result must not be copied again). A large
-    result read lean is stored as the bytes its server sent (tools/wire_result.py)."""
+    result read lean is stored as the bytes its server sent (tools/mcp/wire_result.py)."""
     if isinstance(raw, WireResult):
         return raw.wire, len(raw.wire), tokens.estimate_utf8(raw.wire, token_model(call))
     text = stored_result.serialise(raw)
@@ -238,8 +239,6 @@ def end_call(tool_call_id, status: str, message: str, ending: tuple[str, ...] = 
 
 def execute(tool_call_id) -> str:
     """Run the call through the worker's warm connection pool. Returns the final status."""
-    from tools import live_calls
-
     call = _claim(tool_call_id)
     if call is None:
         return "skipped"
@@ -319,8 +318,6 @@ STATE_ONLY_PAUSE = 0.25  # seconds before retrying a round that carried only a r
 def _call_through_rounds(call: ToolCall, server: Server, timeout: float, hard_max: float) -> dict | None:
     """`tools/call`, again for every input round the inspector answers by itself (roots, a
     state-only round); None when a person must answer first (the call now rests)."""
-    from tools import live_calls
-
     responses, state = input_rounds.answers(call) if call.input_round else (None, None)
     while True:
         # Progress can keep the call going up to the hard maximum: the outer bound allows it.
@@ -344,5 +341,5 @@ def publish_status(call: ToolCall) -> None:
 
 def publish_result(call: ToolCall, result_text: str | None = None) -> None:
     """Tell pages the call ended: a summary of the rows just written (no second read), and the
-    full result as the text just stored when it is small enough to push (tools/events.py)."""
+    full result as the text just stored when it is small enough to push (tools/runtime/events.py)."""
     events.publish_loaded_tool_call(events.TOOL_CALL_RESULT, call, result_text)

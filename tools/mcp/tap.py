@@ -1,7 +1,7 @@
 """The raw-frame tap on a client transport: every JSON-RPC frame a connection sends or
-receives, as it is on the wire, for the frame log (tools/rpclog.py) and for results kept
+receives, as it is on the wire, for the frame log (tools/runtime/rpclog.py) and for results kept
 whole (a tools/call result is captured raw, unknown fields and all, before the SDK's models
-parse it). tools/connection.py wraps each transport in a TappedTransport.
+parse it). tools/mcp/connection.py wraps each transport in a TappedTransport.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCRequest
 
-from mcp.shared.message import SessionMessage
-
 if TYPE_CHECKING:
-    from tools.connection import Connection
+    from tools.mcp.connection import Connection
 
 @dataclass
 class Capture:
@@ -32,9 +31,6 @@ current_capture: contextvars.ContextVar[Capture | None] = contextvars.ContextVar
 # The tag of the tools/call a task is running: a server request handled in that task's context
 # (transports that carry the sender's context) belongs to that call.
 current_tag: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_call_tag", default=None)
-SERVER_REQUESTS = ("elicitation/create", "sampling/createMessage", "roots/list")
-
-
 def wire_json(message: Any) -> dict[str, Any]:
     """The JSON object a transport writes for ``message`` (same dump as the SDK transports).
 

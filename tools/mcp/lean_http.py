@@ -1,11 +1,11 @@
-"""Large tool results over Streamable HTTP read lean, as over stdio (tools/wire_result.py).
+"""Large tool results over Streamable HTTP read lean, as over stdio (tools/mcp/wire_result.py).
 
 The SDK's HTTP client parses every message it receives into Python objects before anyone sees
 it: a 52 MB structuredContent became 870,000 dicts in the worker. So the inspector's HTTP client
 gets a transport that looks at the bytes first. A large JSON-RPC answer that the connection
 wants lean (a JSON body, or one SSE `data:` line) is read lean and kept by the connection under a
 token; the SDK gets a small stand-in result naming that token, and the tap
-(tools/connection.py `_tap_in`) swaps the lean result back in. Everything else, and any body
+(tools/mcp/connection.py `_tap_in`) swaps the lean result back in. Everything else, and any body
 that is not plain JSON (compressed, split over several `data:` lines), passes through untouched.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx2
 
-from tools.wire_result import LARGE_BYTES, WireResult, lean_envelope
+from tools.mcp.wire_result import LARGE_BYTES, WireResult, lean_envelope
 
 STAND_IN_KEY = "io.github.mcp-inspector/lean-result"
 _EOL = re.compile(rb"\r\n|\r|\n")
