@@ -66,7 +66,7 @@ def main() -> int:
         from review.models import LoadRun
         from tests.mcp_servers.launch import server_path
         from tools.models import Server
-        from tools.tasks import server_action
+        from tools.runtime.tasks import server_action
 
         progress(f"data dir {data_dir}; migrating")
         call_command("migrate", verbosity=0, interactive=False)

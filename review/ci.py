@@ -66,7 +66,7 @@ def find_server(ref: str) -> Server:
 
 
 def connect_error(exc: Exception) -> CommandError:
-    from tools.url_secrets import redact
+    from tools.mcp.url_secrets import redact
 
     return CommandError(f"Could not connect: {redact(str(exc)) or exc.__class__.__name__}", returncode=EXIT_CONNECT)
 

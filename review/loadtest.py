@@ -1,5 +1,5 @@
 """Load tests through the workers: N calls of one tool at concurrency C, each an ordinary stored
-tool call (tools/calls.py `start_tool_call`, origin "load"), grouped under a LoadRun.
+tool call (tools/runtime/lifecycle.py `start_tool_call`, origin "load"), grouped under a LoadRun.
 
 The driver (`drive`) runs in a Celery task on a worker: it keeps C calls in flight, records
 progress on the run row about twice a second, stops starting calls when the run is cancelled
@@ -69,7 +69,7 @@ def cancel(run: LoadRun) -> None:
 
 def drive(run_id: str) -> str:
     """Run the load test to its end (the body of review.tasks.run_load_test)."""
-    from tools.calls import start_tool_call
+    from tools.runtime.lifecycle import start_tool_call
 
     run = LoadRun.objects.select_related("server", "started_by").get(pk=run_id)
     if not run.is_active:
@@ -103,7 +103,7 @@ def drive(run_id: str) -> str:
             break
         time.sleep(POLL)
     if cancelled:
-        from tools.live_calls import cancel_calls
+        from tools.runtime.lifecycle import cancel_calls
 
         cancel_calls(ToolCall.objects.filter(pk__in=in_flight), "The load test was cancelled.")
     _progress(run, started)

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from inspector.api import api_view
 from review import loadtest
 from review.models import LoadRun
-from tools.api import visible_server
+from tools.lookups import visible_server
 from tools.models import Server
 
 

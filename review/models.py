@@ -64,7 +64,7 @@ class ServerReview(models.Model):
 
 class LoadRun(models.Model):
     """A load test: N calls of one tool at concurrency C through the ordinary pipeline
-    (tools/calls.py, origin "load"), driven by a Celery task (review/tasks.py)."""
+    (tools/runtime/lifecycle.py, origin "load"), driven by a Celery task (review/tasks.py)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"

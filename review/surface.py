@@ -31,7 +31,7 @@ def _sorted(items: list[Any], key: str) -> list[dict[str, Any]]:
 
 def canonical(info: dict[str, Any], resources: list | None = None, templates: list | None = None,
               prompts: list | None = None) -> dict[str, Any]:
-    """The surface from a refresh's `info` (tools/remote.py `_overview`) and the other lists."""
+    """The surface from a refresh's `info` (tools/runtime/remote.py `_overview`) and the other lists."""
     return {
         "serverInfo": info.get("server_info") or {},
         "instructions": info.get("instructions") or "",
@@ -60,13 +60,13 @@ def offered_text(surface: dict[str, Any]) -> str:
 
 
 def token_cost(surface: dict[str, Any]) -> int:
-    from tools import tokens
+    from tools.mcp import tokens
 
     return tokens.count(offered_text(surface))
 
 
 def tool_tokens(tool: dict[str, Any]) -> int:
-    from tools import tokens
+    from tools.mcp import tokens
 
     return tokens.count(json.dumps({"name": tool.get("name"), "description": tool.get("description") or "",
                                     "parameters": tool.get("inputSchema") or {}}, sort_keys=True, ensure_ascii=False))
@@ -90,7 +90,7 @@ async def _other_lists(conn) -> dict[str, list]:
 
 def fetch_lists(server: Server, user_id: int | None = None) -> dict[str, list]:
     """List the rest of the surface on the server's warm connection (worker or command)."""
-    from tools import remote
+    from tools.runtime import remote
 
     return remote.run(server, _other_lists, user_id=user_id)
 
@@ -127,7 +127,7 @@ def record(server: Server, surface: dict[str, Any], by_id: int | None = None, so
 def capture(server: Server, user_id: int | None = None, source: str = "command") -> tuple[SurfaceVersion, bool]:
     """Connect now, list everything, record (what `manage.py surface snapshot` does). The refresh's own
     signal is kept from recording it a second time with source "refresh"."""
-    from tools import remote
+    from tools.runtime import remote
 
     with quiet_refresh():
         info = remote.sync_tools(server, reconnect=True, user_id=user_id)

@@ -13,7 +13,7 @@ from review import diff as surface_diff
 from review import drift
 from review.models import SurfaceVersion
 from review.rules import SEVERITIES
-from tools.api import visible_server
+from tools.lookups import visible_server
 
 
 @require_GET

@@ -16,7 +16,7 @@ class LongDescriptions:
         self.severity, self.factor, self.min_tokens = severity, factor, min_tokens
 
     def check(self, texts: list[Text], context: Context) -> Iterable[Finding]:
-        from tools import tokens
+        from tools.mcp import tokens
 
         descriptions = [t for t in texts if t.field == "description" and t.subject.startswith("tool ")]
         counts = {t: tokens.count(t.text) for t in descriptions if t.text}
