@@ -72,9 +72,15 @@ def tool_tokens(tool: dict[str, Any]) -> int:
                                     "parameters": tool.get("inputSchema") or {}}, sort_keys=True, ensure_ascii=False))
 
 
+# Each extra list a refresh asks for the surface is bounded by this (s): the refresh's own answer
+# (the page's "Test connection") waits for it, and a server that hangs on prompts/list must not hold it.
+LIST_TIMEOUT = 10.0
+
+
 async def _other_lists(conn) -> dict[str, list]:
     """Resources, templates and prompts, each only when the server offers that capability; a
-    list the server refuses is recorded empty (its capability says it offers it; the diff shows that)."""
+    list the server refuses (or does not answer within LIST_TIMEOUT) is recorded empty (its
+    capability says it offers it; the diff shows that)."""
     caps = conn.capabilities or {}
     out: dict[str, list] = {"resources": [], "templates": [], "prompts": []}
     for key, cap, method in (("resources", "resources", conn.list_resources),
@@ -82,7 +88,7 @@ async def _other_lists(conn) -> dict[str, list]:
                              ("prompts", "prompts", conn.list_prompts)):
         if cap in caps:
             try:
-                out[key] = await method()
+                out[key] = await method(timeout=LIST_TIMEOUT)
             except Exception as exc:  # noqa: BLE001 - one list missing must not lose the snapshot
                 log.info("could not list %s of %s: %s", key, conn.config.name, exc)
     return out
