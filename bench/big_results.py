@@ -162,14 +162,14 @@ def main() -> int:
                         {"text": "Done."}])
             turn_id = api.post(f"/api/conversations/{conversation.pk}/messages/",
                                json={"text": f"call {tool}"}).json()["turn_id"]
-            from tools.models import ToolCall
+            from chat.tool_calls import calls_of_turn
 
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 status = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
                 if status != Turn.Status.RUNNING:
                     assert status == Turn.Status.COMPLETED, status
-                    return str(ToolCall.objects.filter(turn_id=turn_id).latest("queued_at").pk)
+                    return str(calls_of_turn(Turn.objects.get(pk=turn_id)).latest("queued_at").pk)
                 time.sleep(0.05)
             raise RuntimeError(f"the turn calling {tool} did not finish")
 

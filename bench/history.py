@@ -43,6 +43,7 @@ def fill(n_calls: int):
     from django.contrib.auth import get_user_model
 
     from chat.models import Conversation, Message, ModelContext
+    from chat.tool_calls import caller
     from tools.models import Projection, Server, Tool, ToolCall, ToolResult
 
     user, _ = get_user_model().objects.get_or_create(username=f"bench-{n_calls}")
@@ -64,7 +65,7 @@ def fill(n_calls: int):
         if i % 10 == 0:
             seq += 1
             messages.append(Message(conversation=conversation, seq=seq, role=Message.Role.USER, text=f"question {i}"))
-        call = ToolCall(conversation=conversation, origin=ToolCall.Origin.LLM, server=servers[i % 2], server_name=servers[i % 2].name,
+        call = ToolCall(**caller(conversation).row_fields(), origin=ToolCall.Origin.LLM, server=servers[i % 2], server_name=servers[i % 2].name,
                         tool_name=f"tool{i % 10}", llm_tool_call_id=f"c{i}", arguments={"q": str(i)}, status=ToolCall.Status.SUCCEEDED)
         calls.append(call)
         raw = {"content": [{"type": "text", "text": PROJECTION_TEXT}], "structuredContent": {"i": i}}

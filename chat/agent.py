@@ -20,8 +20,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from chat import events as chat_events
 from chat import history, llm
 from chat.models import Conversation, Message, Turn
+from chat.tool_calls import caller, calls_of, calls_of_turn
 from inspector.events import publish
 from tools.runtime import events
 from tools.runtime.lifecycle import cancel_calls, start_tool_call
@@ -81,7 +83,7 @@ def finish_turn(turn: Turn, status: str, error: str = "", notice: str = "") -> N
     if not updated:
         return
     llm.forget_stream(turn.pk)
-    group = events.conversation_group(turn.conversation_id)
+    group = chat_events.conversation_group(turn.conversation_id)
     if status == Turn.Status.FAILED:
         publish(group, {"type": "turn.failed", "turn_id": turn.pk, "error": error})
     elif status == Turn.Status.STOPPED:
@@ -103,10 +105,10 @@ def close_if_stale(turn: Turn) -> Staleness:
     progress long after that is failed: without this the conversation would answer 409 until
     someone pressed Stop.
     """
-    if ToolCall.objects.filter(turn=turn, status__in=ToolCall.ACTIVE).exists():
+    if calls_of_turn(turn).filter(status__in=ToolCall.ACTIVE).exists():
         return Staleness()
     now = timezone.now()
-    calls = ToolCall.objects.filter(turn=turn).aggregate(finished=Max("finished_at"), started=Max("started_at"))
+    calls = calls_of_turn(turn).aggregate(finished=Max("finished_at"), started=Max("started_at"))
     answer = turn.messages.filter(role=Message.Role.ASSISTANT, step=turn.steps).first() if turn.steps else None
     if answer is not None and not answer.tool_calls:
         finish_turn(turn, Turn.Status.COMPLETED)  # the worker died before closing the turn
@@ -140,7 +142,7 @@ def stop_turn(turn: Turn) -> None:
     (a running call's server is sent notifications/cancelled, see tools/runtime/live_calls.py)."""
 
     Turn.objects.filter(pk=turn.pk).update(stop_requested=True)
-    cancel_calls(ToolCall.objects.filter(turn=turn, status__in=ToolCall.ACTIVE).only("pk", "status", "celery_task_id"),
+    cancel_calls(calls_of_turn(turn).filter(status__in=ToolCall.ACTIVE).only("pk", "status", "celery_task_id"),
                  "Stopped by the user.")
     finish_turn(turn, Turn.Status.STOPPED)
 
@@ -244,7 +246,7 @@ def run_step(turn_id: int, step: int | None = None) -> StepOutcome:
             view_call = None
             if target and target[0].startswith(history.VIEW_KEY):
                 # A tool an App view registered: run by the view in the chat page (tools/view_calls.py).
-                view_call = ToolCall.objects.filter(pk=target[0][len(history.VIEW_KEY):], conversation=conversation).first()
+                view_call = calls_of(conversation).filter(pk=target[0][len(history.VIEW_KEY):]).first()
                 server = view_call.server if view_call else None
             else:
                 server = history.usable_servers(conversation).filter(pk=int(target[0])).first() if target else None
@@ -265,7 +267,7 @@ def run_step(turn_id: int, step: int | None = None) -> StepOutcome:
             call = start_tool_call(
                 server=server, tool_name=target[1], arguments=arguments,
                 origin=ToolCall.Origin.VIEW if view_call else ToolCall.Origin.LLM, view_call=view_call,
-                user=conversation.owner, conversation=conversation, turn=turn, llm_tool_call_id=tc["id"], enqueue=False,
+                user=conversation.owner, caller=caller(conversation, turn), llm_tool_call_id=tc["id"], enqueue=False,
                 as_task=conversation.use_tasks,
             )
             calls.append(call)

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db.models import Q
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from pydantic import Field, StrictInt, field_validator
+from pydantic import Field
 
-from chat import agent, history, tasks
+from chat import agent, history, settings_schema, tasks
 from chat.models import Conversation, ReplayRun, Turn
+from chat.settings_schema import ConversationSettings
+from chat.tool_calls import calls_of, follow_model
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
 from tools.runtime.events import summary_queryset, tool_call_json
-from tools.models import Server, ToolCall
+from tools.models import Server
 from tools.runtime.stored_result import SplicedBody
 
 
@@ -29,29 +30,6 @@ def readable(request: HttpRequest, pk: int) -> Conversation:
     return get_object_or_404(Conversation.objects.visible_to(request.user).select_related("owner"), pk=pk)
 
 
-class ConversationSettings(Body):
-    """The settings of a conversation, as created (POST) or changed (PATCH, only the fields sent)."""
-
-    model: str | None = Field(default=None, max_length=200)
-    api_base: str | None = Field(default=None, max_length=500)
-    api_key: str | None = None
-    system_prompt: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    server_ids: list[StrictInt] | None = None
-    title: str | None = None
-    confirm_view_messages: bool | None = None
-    offer_view_tools: bool | None = None
-    use_tasks: bool | None = None
-    shared: bool | None = None
-
-    @field_validator("api_base")
-    @classmethod
-    def _http_only(cls, value: str | None) -> str | None:
-        if value and urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
-
-
 class MessageBody(Body):
     text: str = Field(min_length=1)
     # Set when an App view sent the message (ui/message): the tool call whose view it is.
@@ -59,32 +37,12 @@ class MessageBody(Body):
 
 
 def settings_from_body(request: HttpRequest, body: ConversationSettings, partial: bool) -> dict[str, Any]:
-    """Model fields to set from `body`; on a PATCH (partial) only the fields the caller sent."""
-    sent = body.model_fields_set
-    out: dict[str, Any] = {}
-    if "model" in sent or not partial:
-        if not body.model:
-            raise ApiError("`model` is required: a litellm model name such as openai/gpt-4o-mini or ollama/llama3.")
-        out["model"] = body.model
-    if "api_base" in sent:
-        out["api_base"] = body.api_base or ""
-    if "api_key" in sent:
-        out["api_key"] = body.api_key or ""
-    if "system_prompt" in sent:
-        out["system_prompt"] = body.system_prompt or ""
-    if "title" in sent:
-        out["title"] = (body.title or "")[:200]
-    if body.confirm_view_messages is not None:
-        out["confirm_view_messages"] = body.confirm_view_messages
-    if body.offer_view_tools is not None:
-        out["offer_view_tools"] = body.offer_view_tools
-    if body.use_tasks is not None:
-        out["use_tasks"] = body.use_tasks
-    if body.shared is not None:
-        out["shared"] = body.shared
-    if body.temperature is not None:
-        out["temperature"] = body.temperature
-    if "server_ids" in sent or not partial:
+    """Model fields to set from `body` (chat/settings_schema.py); on a PATCH (partial) only the fields sent."""
+    try:
+        out = settings_schema.model_fields(body, partial)
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    if "server_ids" in body.model_fields_set or not partial:
         ids = body.server_ids or []
         servers = list(Server.objects.visible_to(request.user).filter(pk__in=ids))
         missing = sorted(set(ids) - {s.pk for s in servers})
@@ -154,8 +112,9 @@ def conversation_page(c: Conversation, request: HttpRequest) -> dict[str, Any]:
     if after is not None:
         since = c.messages.filter(seq=after).values_list("created_at", flat=True).first()
         if since is not None:
-            wanted |= Q(turn__status=Turn.Status.RUNNING) | Q(turn__finished_at__gte=since)
-    calls = summary_queryset(ToolCall.objects.filter(conversation=c).filter(wanted)).order_by("queued_at")
+            turns = c.turns.filter(Q(status=Turn.Status.RUNNING) | Q(finished_at__gte=since)).values_list("pk", flat=True)
+            wanted |= Q(context__local_refs__turn_id__in=list(turns))
+    calls = summary_queryset(calls_of(c).filter(wanted)).order_by("queued_at")
 
     turn = c.turns.order_by("-created_at").first()
     return {
@@ -203,6 +162,8 @@ def conversation_detail(request: HttpRequest, pk: int) -> JsonResponse:
         conversation.save()
         if servers is not None:
             conversation.servers.set(servers)
+        if "model" in fields:
+            follow_model(conversation)
     active = conversation.active_turn()
     if active and tasks.check_turn(active):
         conversation.refresh_from_db()  # a page opened after a worker died must not show "thinking…" forever
@@ -217,7 +178,7 @@ def post_message(request: HttpRequest, pk: int) -> JsonResponse:
     body = parse_body(request, MessageBody)
     from_view = None
     if body.from_tool_call is not None:
-        from_view = ToolCall.objects.filter(pk=body.from_tool_call, conversation=conversation).first()
+        from_view = calls_of(conversation).filter(pk=body.from_tool_call).first()
         if from_view is None:
             raise ApiError("`from_tool_call` is not a tool call of this conversation.", status=400)
     active = conversation.active_turn()

@@ -31,7 +31,9 @@ from django.utils.dateparse import parse_datetime
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
+from chat import settings_schema
 from chat.models import Conversation, Message, ModelContext, Turn
+from chat.tool_calls import caller, calls_of, turn_id_of
 from tools.mcp import url_secrets
 from tools.models import Projection, Server, ToolCall, ToolResult, UiResource
 from tools.runtime.stored_result import JSONText, serialise
@@ -60,7 +62,7 @@ def exported_calls(conversation: Conversation):
     """Every call the conversation made (its replays are not part of it); their full results are
     read when the file is sent (`export_parts`), never here."""
     return (
-        ToolCall.objects.filter(conversation=conversation).exclude(origin=ToolCall.Origin.REPLAY)
+        calls_of(conversation).exclude(origin=ToolCall.Origin.REPLAY)
         .select_related("full_result", "projection", "model_context", "server").defer("full_result__raw")
         .order_by("queued_at", "pk")
     )
@@ -118,7 +120,7 @@ def export_conversation(conversation: Conversation, raw: Any = None) -> dict[str
         return {
             "id": str(call.pk), "server_name": call.server_name, "tool": call.tool_name, "origin": call.origin,
             "arguments": call.arguments, "is_app": call.is_app, "status": call.status, "error": call.error,
-            "llm_tool_call_id": call.llm_tool_call_id, "turn": turn_index.get(call.turn_id),
+            "llm_tool_call_id": call.llm_tool_call_id, "turn": turn_index.get(turn_id_of(call)),
             "queued_at": _iso(call.queued_at), "started_at": _iso(call.started_at), "finished_at": _iso(call.finished_at),
             "duration_ms": call.duration_ms,
             "full_result": None if result is None else {
@@ -221,6 +223,7 @@ def _text(max_length: int | None = None):
 
 
 Time = Annotated[StrictStr | None, AfterValidator(_iso_time)]
+_BLANK = AfterValidator(lambda v: v or "")  # null or missing: ""
 Count = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
 Number = StrictInt | StrictFloat
 
@@ -230,13 +233,15 @@ class _Part(BaseModel):
 
 
 class ConversationPart(_Part):
-    title: _text(200) = ""
-    model: Annotated[StrictStr, Field(max_length=200)]
-    system_prompt: _text(200_000) = ""
-    temperature: Annotated[Number, Field(ge=0, le=2)] | None = None
+    """The conversation's settings: the rules of chat/settings_schema.py, strict as the rest of the file."""
+
+    title: _text(settings_schema.TITLE_MAX_CHARS) = ""
+    model: settings_schema.ModelName
+    system_prompt: Annotated[settings_schema.SystemPrompt | None, _BLANK] = ""
+    temperature: settings_schema.Temperature | None = None
     created_at: Time = None
     id: Count | None = None
-    api_base: _text(500) = ""
+    api_base: Annotated[settings_schema.ApiBase | None, _BLANK] = ""
 
 
 class ToolPart(_Part):
@@ -476,7 +481,7 @@ def import_conversation(data: bytes | str, user) -> Conversation:
         calls: dict[str, ToolCall] = {}
         for c in content["calls"]:
             call = ToolCall(
-                id=uuid.uuid4(), conversation=conversation, turn=turns[c["turn"]] if c["turn"] is not None else None,
+                id=uuid.uuid4(), **caller(conversation, turns[c["turn"]] if c["turn"] is not None else None).row_fields(),
                 requested_by=user, origin=c["origin"], server=None, server_name=c["server_name"], tool_name=c["tool_name"],
                 llm_tool_call_id=c["llm_tool_call_id"], arguments=c["arguments"], is_app=c["is_app"], status=c["status"],
                 error=c["error"], started_at=c["started_at"], finished_at=c["finished_at"], duration_ms=c["duration_ms"],

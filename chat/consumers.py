@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 
+from chat import events
 from chat.models import Conversation
 from inspector.consumers import GroupRelayConsumer
-from tools.runtime import events
 
 
 class ConversationConsumer(GroupRelayConsumer):

@@ -20,6 +20,7 @@ from django.utils import timezone
 from chat import agent, jsondiff
 from chat.models import Conversation, Message, ReplayRun, Turn
 from chat.replay import ReplayError
+from chat.tool_calls import calls_of, turn_id_of
 from tools.models import Server, ToolCall
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def start_live(conversation: Conversation, user, *, model: Any, api_base: Any = 
         raise ReplayError("The conversation has no user message to send again.")
     if server_ids is None:
         # The servers the conversation used, matched by name when they are not there (an import).
-        names = {c.server_name for c in ToolCall.objects.filter(conversation=conversation)} | {
+        names = {c.server_name for c in calls_of(conversation)} | {
             s.name for s in conversation.servers.all()}
         visible = Server.objects.visible_to(user).filter(enabled=True)
         servers = []
@@ -144,8 +145,8 @@ def trajectory(conversation: Conversation) -> list[dict[str, Any]]:
     """Per user message: the tool calls the model made (in order) and its final answer."""
     turns: list[dict[str, Any]] = []
     calls_by_turn: dict[int, list[dict[str, Any]]] = {}
-    for call in ToolCall.objects.filter(conversation=conversation, origin=ToolCall.Origin.LLM).order_by("queued_at", "pk"):
-        calls_by_turn.setdefault(call.turn_id, []).append(
+    for call in calls_of(conversation).filter(origin=ToolCall.Origin.LLM).order_by("queued_at", "pk"):
+        calls_by_turn.setdefault(turn_id_of(call), []).append(
             {"server": call.server_name, "tool": call.tool_name, "arguments": call.arguments, "status": call.status,
              "id": str(call.pk)})
     current = None

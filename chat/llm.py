@@ -109,6 +109,30 @@ def credentials(conversation: Conversation) -> dict[str, str]:
     return kwargs
 
 
+def completion_kwargs(
+    model: str, messages: list[dict[str, Any]], creds: dict[str, str], *, temperature: float | None = None,
+    max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None, stream: bool = False,
+) -> dict[str, Any]:
+    """litellm.completion's keyword arguments, for a chat step and a server's sampling request alike.
+
+    Why one: both talk to the same providers with the same credentials rules (`credentials`), the
+    same LLM_TIMEOUT and no retries of litellm's own (a step is retried by its task, a sampling
+    request by the person approving it); an option is sent only when it is set.
+    """
+    kwargs: dict[str, Any] = {"model": model, "messages": messages}
+    if stream:
+        kwargs.update(stream=True, stream_options={"include_usage": True})
+    kwargs.update(timeout=settings.LLM_TIMEOUT, num_retries=0, max_retries=0)
+    if tools:
+        kwargs["tools"] = tools
+    kwargs.update(creds)
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    return kwargs
+
+
 def describe_provider_error(exc: Exception) -> str:
     """A message a person can act on; never includes the key."""
     litellm = sys.modules.get("litellm")  # not imported yet: then `exc` is none of its errors
@@ -193,20 +217,8 @@ def stream(conversation: Conversation, turn: Turn, request: history.LlmRequest) 
 
     Provider errors propagate (the caller ends the turn with describe_provider_error).
     """
-    kwargs: dict[str, Any] = {
-        "model": conversation.model,
-        "messages": request.messages,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "timeout": settings.LLM_TIMEOUT,
-        "num_retries": 0,
-        "max_retries": 0,
-    }
-    if request.tools:
-        kwargs["tools"] = request.tools
-    kwargs.update(credentials(conversation))
-    if conversation.temperature is not None:
-        kwargs["temperature"] = conversation.temperature
+    kwargs = completion_kwargs(conversation.model, request.messages, credentials(conversation),
+                               temperature=conversation.temperature, tools=request.tools, stream=True)
 
     group = conversation.group_name
     streaming_calls = StreamingToolCalls(request.tool_map)

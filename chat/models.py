@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Max, Q
 
+from chat.events import conversation_group
 from inspector.encrypted import EncryptedTextField
 
 
@@ -61,8 +62,6 @@ class Conversation(models.Model):
     @property
     def group_name(self) -> str:
         """The Channels group that receives this conversation's live events."""
-        from tools.runtime.events import conversation_group
-
         return conversation_group(self.pk)
 
     def append_message(self, **fields) -> "Message":

@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404
 
 from chat import archive
 from chat.models import Conversation, Message, ModelContext
+from chat.tool_calls import calls_of
 from inspector.api import ApiError
 from tools.runtime.events import tool_call_json
 from tools.runtime import stored_result
@@ -86,7 +87,7 @@ def view_json(conversation: Conversation, call_id) -> dict[str, Any]:
     """The App view of one of the conversation's calls, without calling any tool."""
     from tools.widgets import _html_of, _view_json, fetch_ui_resource
 
-    call = get_object_or_404(ToolCall.objects.select_related("server"), pk=call_id, conversation=conversation)
+    call = get_object_or_404(calls_of(conversation).select_related("server"), pk=call_id)
     context = ModelContext.objects.filter(tool_call=call).first()
     embedded = stored_result.embedded_view(call.pk)  # read in pieces, parsed only if it names a ui:// resource
     if conversation.imported:

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from chat import jsondiff
 from chat.models import Conversation, ReplayItem, ReplayRun
+from chat.tool_calls import caller, calls_of
 from tools.runtime import stored_result
 from tools.models import Server, ToolCall, ToolResult
 from tools.mcp.wire_result import LARGE_BYTES
@@ -48,7 +49,7 @@ class ReplayError(Exception):
 def recorded_calls(conversation: Conversation):
     """The conversation's recorded tool calls in the order they were made."""
     return (
-        ToolCall.objects.filter(conversation=conversation, origin__in=RECORDED_ORIGINS)
+        calls_of(conversation).filter(origin__in=RECORDED_ORIGINS)
         .select_related("full_result", "projection").defer("full_result__raw")  # sizes only: never the results
         .order_by("queued_at", "pk")
     )
@@ -166,7 +167,7 @@ def advance(run_id: int) -> str:
                     continue
                 call = start_tool_call(
                     server=server, tool_name=item.tool_name, arguments=item.arguments, origin=ToolCall.Origin.REPLAY,
-                    user=run.created_by, conversation=run.conversation, replay_of=item.original, enqueue=False,
+                    user=run.created_by, caller=caller(run.conversation), replay_of=item.original, enqueue=False,
                     as_task=bool(item.original and item.original.task_mode == "optional"),
                 )
                 item.call = call

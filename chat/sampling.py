@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
-
-from chat.llm import credentials, describe_provider_error, load_litellm
+from chat.llm import completion_kwargs, credentials, describe_provider_error, load_litellm
 from chat.models import ProviderKey
+from chat.tool_calls import conversation_of
 from tools.runtime import events
 from tools.models import ServerRequest
 from tools.runtime.server_requests import publish_request
@@ -25,8 +24,15 @@ log = logging.getLogger(__name__)
 STOP_REASONS = {"stop": "endTurn", "length": "maxTokens", "content_filter": "endTurn", "tool_calls": "toolUse"}
 
 
+def queue_sampling(sender, server_request: ServerRequest, **kwargs) -> None:
+    """tools.signals.sampling_approved: run it in a worker (chat.tasks.run_sampling)."""
+    from chat.tasks import run_sampling
+
+    run_sampling.delay(str(server_request.pk))
+
+
 def _credentials(row: ServerRequest, model: str) -> dict[str, Any]:
-    conversation = row.tool_call.conversation if row.tool_call_id and row.tool_call.conversation_id else None
+    conversation = conversation_of(row.tool_call) if row.tool_call_id else None
     if conversation is not None:
         return credentials(conversation)
     answer = row.answer or {}
@@ -44,20 +50,19 @@ def _credentials(row: ServerRequest, model: str) -> dict[str, Any]:
 
 def run(server_request_id: str) -> str:
     """Generate the answer of an approved sampling request; returns the row's new status."""
-    row = ServerRequest.objects.select_related("tool_call__conversation").filter(pk=server_request_id).first()
+    row = ServerRequest.objects.select_related("tool_call").filter(pk=server_request_id).first()
     if row is None or row.status != ServerRequest.Status.GENERATING:
         return "skipped"
     answer = dict(row.answer or {})
     model = answer.get("model") or ""
     messages = [{"role": "system", "content": answer["system_prompt"]}] if answer.get("system_prompt") else []
     messages += [{"role": m["role"], "content": m["text"]} for m in answer.get("messages", [])]
-    kwargs: dict[str, Any] = {"model": model, "messages": messages, "timeout": settings.LLM_TIMEOUT,
-                              "num_retries": 0, "max_retries": 0, **_credentials(row, model)}
-    max_tokens = row.params.get("maxTokens")
-    if isinstance(max_tokens, int) and max_tokens > 0:
-        kwargs["max_tokens"] = max_tokens
-    if isinstance(row.params.get("temperature"), int | float):
-        kwargs["temperature"] = row.params["temperature"]
+    max_tokens, temperature = row.params.get("maxTokens"), row.params.get("temperature")
+    kwargs = completion_kwargs(
+        model, messages, _credentials(row, model),
+        max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
+        temperature=temperature if isinstance(temperature, int | float) else None,
+    )
     try:
         response = load_litellm().completion(**kwargs)
         choice = response.choices[0]

@@ -14,6 +14,7 @@ from django.http import HttpRequest, JsonResponse
 from pydantic import Field
 
 from chat.models import ModelContext, ViewTools
+from chat.tool_calls import conversation_id_of
 from inspector.api import ApiError, LenientBody, api_view, parse_body
 from tools.widgets import view_call_of
 
@@ -29,10 +30,11 @@ class ModelContextBody(LenientBody):
 def model_context(request: HttpRequest, pk) -> JsonResponse:
     """The latest update per view replaces the last."""
     call = view_call_of(request, pk)
-    if call.conversation_id is None:
+    conversation_id = conversation_id_of(call)
+    if conversation_id is None:
         raise ApiError("Model context needs a conversation; this view was opened outside a chat.", status=409)
     body = parse_body(request, ModelContextBody)
-    fields: dict[str, Any] = {"conversation_id": call.conversation_id, "content": body.content or [],
+    fields: dict[str, Any] = {"conversation_id": conversation_id, "content": body.content or [],
                               "structured": body.structuredContent}
     if body.widgetState is not None or body.widget_state_flag:
         fields["widget_state"] = body.widgetState
@@ -57,7 +59,8 @@ def view_tools(request: HttpRequest, pk) -> JsonResponse:
     """The view's answer to the host's `tools/list`, as the chat page got it: kept per view, so
     the model can be offered them (when the conversation says so) and call them (origin "view")."""
     call = view_call_of(request, pk)
-    if call.conversation_id is None:
+    conversation_id = conversation_id_of(call)
+    if conversation_id is None:
         raise ApiError("A view's tools are offered to a model only in a chat; this view was opened outside one.", status=409)
     body = parse_body(request, ViewToolsBody)
     tools, names = [], set()
@@ -65,5 +68,5 @@ def view_tools(request: HttpRequest, pk) -> JsonResponse:
         if t.name not in names:
             names.add(t.name)
             tools.append({"name": t.name, "description": t.description or "", "inputSchema": t.inputSchema or {"type": "object"}})
-    ViewTools.objects.update_or_create(tool_call=call, defaults={"conversation_id": call.conversation_id, "tools": tools})
+    ViewTools.objects.update_or_create(tool_call=call, defaults={"conversation_id": conversation_id, "tools": tools})
     return JsonResponse({"tools": len(tools)})

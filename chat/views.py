@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from chat import settings_schema
 from chat.models import Conversation, ProviderKey
 from tools.mcp import url_secrets
 from tools.models import Server
@@ -34,11 +35,13 @@ class ConversationForm(forms.ModelForm):
         self.fields["servers"].queryset = Server.objects.visible_to(user).filter(enabled=True)
         self.fields["model"].widget.attrs["placeholder"] = "openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, ollama/llama3…"
 
-    def clean_temperature(self):
-        t = self.cleaned_data.get("temperature")
-        if t is not None and not 0 <= t <= 2:
-            raise forms.ValidationError("Between 0 and 2.")
-        return t
+    def clean(self):
+        """The same rules as the API and an imported file: chat/settings_schema.py."""
+        cleaned = super().clean()
+        for field, problems in settings_schema.form_errors(cleaned).items():
+            for problem in problems:
+                self.add_error(field if field in self.fields else None, problem)
+        return cleaned
 
 
 @require_GET

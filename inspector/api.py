@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from typing import Any, Callable, TypeVar
 
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.forms import ValidationError as FormValidationError
 from django.http import Http404, HttpRequest, JsonResponse
+from django.utils.functional import SimpleLazyObject, empty
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as BodyError
 
@@ -115,28 +117,72 @@ def problem_status(exc: Problem) -> int:
     return next((status for kind, status in PROBLEM_STATUS.items() if isinstance(exc, kind)), 400)
 
 
+def refused(request: HttpRequest, methods: tuple[str, ...], user) -> JsonResponse | None:
+    """The answer to a request this endpoint does not take (a method not allowed, nobody signed in), or None."""
+    if request.method not in methods:
+        return JsonResponse({"error": f"Method {request.method} not allowed."}, status=405, headers={"Allow": ", ".join(methods)})
+    if not user.is_authenticated:
+        return JsonResponse({"error": "Authentication required."}, status=401)
+    return None
+
+
+def error_answer(exc: Exception) -> JsonResponse | None:
+    """The JSON answer to an exception a view raised on purpose, or None for any other (a bug: a 500)."""
+    if isinstance(exc, ApiError):
+        return JsonResponse({"error": str(exc), **exc.extra}, status=exc.status)
+    if isinstance(exc, Problem):
+        return JsonResponse({"error": str(exc), **exc.extra}, status=problem_status(exc))
+    if isinstance(exc, PermissionDenied):
+        return JsonResponse({"error": str(exc) or "You do not have permission to do that."}, status=403)
+    if isinstance(exc, Http404):
+        return JsonResponse({"error": str(exc) or "Not found."}, status=404)
+    if isinstance(exc, (ValidationError, FormValidationError)):
+        return JsonResponse({"error": " ".join(exc.messages), "details": exc.messages}, status=400)
+    return None
+
+
+async def resolved_user(request: HttpRequest):
+    """The request's user without a thread hop when the middleware already resolved it (a token,
+    or the login check), else from the session (Django's async `auser`)."""
+    user = request.user
+    if isinstance(user, SimpleLazyObject) and user._wrapped is empty:
+        request.user = user = await request.auser()  # the view may read request.user on the loop
+    return user
+
+
 def api_view(*methods: str) -> Callable:
     """Allow `methods`, require a logged-in user, and map exceptions to JSON errors."""
 
     def decorator(view: Callable) -> Callable:
+        if inspect.iscoroutinefunction(view):
+            @functools.wraps(view)
+            async def async_wrapper(request: HttpRequest, *args, **kwargs):
+                # An async view waits without holding one of daphne's few request threads.
+                answer = refused(request, methods, await resolved_user(request))
+                if answer is not None:
+                    return answer
+                try:
+                    return await view(request, *args, **kwargs)
+                except Exception as exc:
+                    answer = error_answer(exc)
+                    if answer is None:
+                        raise
+                    return answer
+
+            return async_wrapper
+
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args, **kwargs):
-            if request.method not in methods:
-                return JsonResponse({"error": f"Method {request.method} not allowed."}, status=405, headers={"Allow": ", ".join(methods)})
-            if not request.user.is_authenticated:
-                return JsonResponse({"error": "Authentication required."}, status=401)
+            answer = refused(request, methods, request.user)
+            if answer is not None:
+                return answer
             try:
                 return view(request, *args, **kwargs)
-            except ApiError as exc:
-                return JsonResponse({"error": str(exc), **exc.extra}, status=exc.status)
-            except Problem as exc:
-                return JsonResponse({"error": str(exc), **exc.extra}, status=problem_status(exc))
-            except PermissionDenied as exc:
-                return JsonResponse({"error": str(exc) or "You do not have permission to do that."}, status=403)
-            except Http404 as exc:
-                return JsonResponse({"error": str(exc) or "Not found."}, status=404)
-            except (ValidationError, FormValidationError) as exc:
-                return JsonResponse({"error": " ".join(exc.messages), "details": exc.messages}, status=400)
+            except Exception as exc:
+                answer = error_answer(exc)
+                if answer is None:
+                    raise
+                return answer
 
         return wrapper
 

@@ -313,6 +313,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = max(
 )
 # The web process waits this long for a worker to answer an inspector request.
 MCP_WEB_WAIT = _env_float("MCP_WEB_WAIT", MCP_CONNECT_TIMEOUT + MCP_CALL_TIMEOUT + 5)
+# The longest `POST …/call/?wait=` a script may ask for (the call goes on after it; the answer is then a 202).
+CALL_WAIT_MAX = _env_float("CALL_WAIT_MAX", 300)
 # Suggestions under a prompt argument or a template variable: asked while the user types.
 COMPLETION_TIMEOUT = _env_float("COMPLETION_TIMEOUT", 5)
 

@@ -102,7 +102,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
     list_select_related = ("server", "full_result", "projection")
     change_form_template = "admin/tools/toolcall/change_form.html"
     actions = ["replay"]
-    fields = ("id", "server", "server_name", "tool_name", "origin", "status", "error", "conversation", "turn", "requested_by",
+    fields = ("id", "server", "server_name", "tool_name", "origin", "status", "error", "caller", "owner", "context", "requested_by",
               "llm_tool_call_id", "is_app", "queued_at", "started_at", "finished_at", "duration_ms", "celery_task_id",
               "replay_of")
     readonly_fields = fields

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -13,12 +14,12 @@ from django.urls import reverse
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import config_file
+from tools import callers, config_file
 from tools.forms import ServerForm, form_data_from_json
 from tools.lookups import editable_server, own_calls, visible_server
 from tools.models import OAuthGrant, Server, ServerLogMessage, ServerRequest, ToolCall
 from tools.runtime import deadlines, lifecycle, stored_result
-from tools.runtime.events import tool_call_json
+from tools.runtime.events import pushes_result, tool_call_json
 from tools.runtime.lifecycle import start_tool_call
 from tools.runtime.server_requests import log_json, server_request_json
 from tools.serialisers import oauth_json, server_json, tool_json
@@ -158,7 +159,33 @@ class CallBody(Body):
 
 
 @api_view("POST")
-def tool_call_create(request: HttpRequest, pk: int, name: str) -> JsonResponse:
+async def tool_call_create(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """Start a call: 202 with its id, or with `?wait=SECONDS` the finished call when it ends within
+    that time (one round trip for scripts: its summary, projection and the full result inline up to
+    WS_INLINE_RESULT_MAX_BYTES, else `result_url`), else 202 as without. The wait holds no thread."""
+    wait = _wait_seconds(request)
+    call = await sync_to_async(_start_manual_call)(request, pk, name)
+    if wait and await lifecycle.wait_for_end(call.pk, wait):
+        finished = await sync_to_async(_finished_call_answer)(call.pk)
+        if finished is not None:
+            return finished
+    return JsonResponse({"id": str(call.pk), "status": call.status}, status=202)
+
+
+def _wait_seconds(request: HttpRequest) -> float:
+    raw = request.GET.get("wait", "")
+    if not raw:
+        return 0.0
+    try:
+        wait = float(raw)
+    except ValueError:
+        raise ApiError("`wait` must be a number of seconds.") from None
+    if not 0 <= wait <= settings.CALL_WAIT_MAX:
+        raise ApiError(f"`wait` must be between 0 and {settings.CALL_WAIT_MAX:g} seconds (CALL_WAIT_MAX).")
+    return wait
+
+
+def _start_manual_call(request: HttpRequest, pk: int, name: str) -> ToolCall:
     server = visible_server(request, pk)
     if not server.enabled:
         raise ApiError(f"The server “{server.name}” is disabled; enable it first.", status=409)
@@ -168,9 +195,24 @@ def tool_call_create(request: HttpRequest, pk: int, name: str) -> JsonResponse:
         raise ApiError(f"The server has no tool named {name!r} (refresh the server if it is new).", status=404)
     if body.task and tool.task_support == "forbidden":
         raise ApiError(f"The tool {name!r} does not run as a task: its execution.taskSupport is absent or “forbidden”.")
-    call = start_tool_call(server=server, tool_name=name, arguments=body.arguments, origin=ToolCall.Origin.MANUAL,
+    return start_tool_call(server=server, tool_name=name, arguments=body.arguments, origin=ToolCall.Origin.MANUAL,
                            user=request.user, tool=tool, timeout=body.timeout, as_task=body.task)
-    return JsonResponse({"id": str(call.pk), "status": call.status}, status=202)
+
+
+def _finished_call_answer(pk) -> HttpResponse | None:
+    """The ended call as `GET /api/tool-calls/{id}/` shows it, the full result inline when it is small
+    enough to push on a socket (`result_url` names a bigger one); None if it has not ended after all."""
+    call = ToolCall.objects.select_related("full_result", "projection").defer("full_result__raw").filter(pk=pk).first()
+    if call is None or not call.is_final:
+        return None
+    data = tool_call_json(call, detail=True)
+    result = call.related_or_none("full_result")
+    if result is None or not pushes_result(result.size_bytes):
+        return JsonResponse(data)
+    stored = stored_result.open_stored(call.pk)
+    full_text = stored.whole() if stored else b"null"
+    prefix = json.dumps(data, cls=DjangoJSONEncoder)[:-1] + ', "full": '
+    return HttpResponse(prefix.encode() + full_text + b"}", content_type="application/json")
 
 
 @api_view("GET")
@@ -293,7 +335,8 @@ def server_requests(request: HttpRequest) -> JsonResponse:
         qs = qs.filter(tool_call_id=request.GET["tool_call"])
     if request.GET.get("conversation"):
         try:
-            qs = qs.filter(tool_call__conversation_id=int(request.GET["conversation"]))
+            # The caller's ref (tools/callers.py): a conversation's calls carry its id.
+            qs = qs.filter(tool_call__context__refs__conversation_id=int(request.GET["conversation"]))
         except ValueError:
             raise ApiError("`conversation` must be a conversation id.") from None
     if request.GET.get("open") in ("1", "true", "yes"):
@@ -306,7 +349,7 @@ def server_request_detail(request: HttpRequest, pk) -> JsonResponse:
     row = get_object_or_404(ServerRequest.objects.visible_to(request.user), pk=pk)
     data = server_request_json(row, detail=True)
     call = row.tool_call
-    data["conversation_model"] = call.conversation.model if call and call.conversation_id else None
+    data["conversation_model"] = (callers.model(call) or None) if call else None  # the caller's model
     return JsonResponse(data)
 
 
@@ -315,6 +358,6 @@ def server_request_answer(request: HttpRequest, pk) -> JsonResponse:
     """The user's answer: elicitation `{action: accept|decline|cancel, content?}`; sampling
     `{action: approve, messages, model?, api_base?}`, then `{action: send, text?}`, or `{action: reject}`."""
     row = get_object_or_404(ServerRequest.objects.filter(tool_call__in=own_calls(request).values("pk"))
-                            .select_related("tool_call__conversation"), pk=pk)
+                            .select_related("tool_call"), pk=pk)
     row = lifecycle.answer(row, request.user, json_body(request))
     return JsonResponse(server_request_json(row, detail=True))

@@ -6,7 +6,6 @@ instead of importing each other.
 
 from __future__ import annotations
 
-from django.db.models import Q
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 
@@ -26,8 +25,8 @@ def editable_server(request: HttpRequest, pk: int, doing: str = "edit") -> Serve
 
 
 def own_calls(request: HttpRequest):
-    """Calls the user may act on (cancel, answer for): those they made and those of their conversations."""
-    return ToolCall.objects.filter(Q(requested_by=request.user) | Q(conversation__owner=request.user))
+    """Calls the user may act on (cancel, answer for): those they made and those of their callers (conversations)."""
+    return ToolCall.objects.acted_on_by(request.user)
 
 
 def log_servers(user):

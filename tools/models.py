@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 
 from inspector.encrypted import EncryptedJSONField, EncryptedTextField
+from tools import callers
 from tools.mcp import url_secrets
 from tools.mcp.config import ServerConfig
 from tools.runtime.projection import is_ui_resource
@@ -343,18 +344,19 @@ class RpcFrame(models.Model):
 
 class ToolCallQuerySet(models.QuerySet):
     def visible_to(self, user) -> "ToolCallQuerySet":
-        """Calls a user may read: their own, their conversations', and those of conversations shared with the team."""
+        """Calls a user may read: theirs, their callers' (a conversation they own), and what a caller lets
+        them read (a conversation shared with the team: tools/callers.py)."""
         if not user.is_authenticated:
             return self.none()
         if user.is_superuser:
             return self
-        return self.filter(Q(requested_by=user) | Q(conversation__owner=user) | Q(conversation__shared=True))
+        return self.filter(callers.visible_q(user))
 
     def acted_on_by(self, user) -> "ToolCallQuerySet":
-        """Calls a user may act on (run in a view, cancel, answer for): their own and their conversations'."""
+        """Calls a user may act on (run in a view, cancel, answer for): theirs and their callers' (tools/callers.py)."""
         if not user.is_authenticated:
             return self.none()
-        return self.filter(Q(requested_by=user) | Q(conversation__owner=user))
+        return self.filter(Q(requested_by=user) | Q(owner=user))
 
 
 class ToolCall(models.Model):
@@ -380,11 +382,12 @@ class ToolCall(models.Model):
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.INPUT_REQUIRED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    conversation = models.ForeignKey(
-        "chat.Conversation", null=True, blank=True, on_delete=models.CASCADE, related_name="tool_calls"
-    )
-    turn = models.ForeignKey("chat.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    # Who started it, opaque to tools (tools/callers.py): the caller's lookup key, the user whose
+    # calls they are (a conversation's owner), and what tools needs from it (model, groups, refs).
+    caller = models.CharField(max_length=100, blank=True, db_index=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    context = models.JSONField(default=dict, blank=True)
     origin = models.CharField(max_length=10, choices=Origin.choices, db_index=True)
     # A deleted server leaves its calls behind: conversations are rebuilt from their projections.
     server = models.ForeignKey(Server, null=True, on_delete=models.SET_NULL, related_name="tool_calls")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from inspector.errors import Problem
-from tools import config_file
+from tools import callers, config_file
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
 from tools.lookups import editable_server, log_servers, visible_server
 from tools.models import OAuthFlow, ResourceSubscription, RpcFrame, Server, Tool, ToolCall
@@ -348,7 +348,7 @@ def workbench(request: HttpRequest, pk) -> HttpResponse:
     through the pipeline with origin "widget" and are stored.
     """
     call = get_object_or_404(
-        ToolCall.objects.visible_to(request.user).select_related("server", "full_result", "projection", "conversation")
+        ToolCall.objects.visible_to(request.user).select_related("server", "full_result", "projection")
         .defer("full_result__raw"),
         pk=pk,
     )
@@ -360,7 +360,8 @@ def workbench(request: HttpRequest, pk) -> HttpResponse:
         "serverId": server.pk if server else None,
         **_sandbox_data(),
     }
-    return render(request, "tools/workbench.html", {"call": call, "server": server, "tool": tool, "page_data": page_data})
+    return render(request, "tools/workbench.html", {"call": call, "server": server, "tool": tool, "page_data": page_data,
+                                                    "caller_link": callers.link(call)})
 
 
 # How many stored results of a view's tools the preview offers to fill its data from.

@@ -8,15 +8,16 @@ asks the model to know (`ui/update-model-context`) belongs to the chat: chat/vie
 from __future__ import annotations
 
 import base64
-import time
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from pydantic import Field
 
 from inspector.api import ApiError, LenientBody, api_view, parse_body
+from tools import callers
 from tools.api import streamed
 from tools.models import Server, Tool, ToolCall, UiResource
 from tools.runtime import lifecycle, stored_result
@@ -84,7 +85,7 @@ def view(request: HttpRequest, pk) -> JsonResponse:
         html, mime, meta = _html_of(embedded), embedded.get("mimeType") or "", ((embedded.get("_meta") or {}).get("ui")) or {}
     else:
         raise ApiError("This tool call has no interactive view.", status=404)
-    return JsonResponse(_view_json(tool, call.tool_name, html, mime, meta, call.related_or_none("model_context")))
+    return JsonResponse(_view_json(tool, call.tool_name, html, mime, meta, callers.view_state(call)))
 
 
 @api_view("GET")
@@ -101,7 +102,7 @@ def tool_view(request: HttpRequest, pk: int, name: str) -> JsonResponse:
 
 def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: dict, context) -> dict[str, Any]:
     """What the widget host needs to mount a view (see static/js/app-view.js). `context`: the
-    view's stored model context (a chat.ModelContext, read through the call), or None."""
+    view's stored state as its caller kept it (`callers.view_state`: content, structured, widget_state), or None."""
     warning = ""
     mime_base = mime.split(";")[0].strip().lower()
     openai = bool(tool and tool.is_openai_widget) or mime == SKYBRIDGE_MIME
@@ -115,20 +116,10 @@ def _view_json(tool: Tool | None, tool_name: str, html: str, mime: str, meta: di
         "prefersBorder": meta.get("prefersBorder"), "domain": meta.get("domain"), "openai": openai,
         "tool": tool.definition if tool else {"name": tool_name},
         # The Apps SDK shim saves setWidgetState as the view's structured model context.
-        "widget_state": (context.widget_state if context.widget_state is not None else (context.structured if openai else None)) if context else None,
-        "model_context": {"content": context.content, "structuredContent": context.structured} if context else None,
+        "widget_state": (context["widget_state"] if context["widget_state"] is not None else (context["structured"] if openai else None)) if context else None,
+        "model_context": {"content": context["content"], "structuredContent": context["structured"]} if context else None,
         "display_modes": declared or ["inline"], "warning": warning,
     }
-
-
-def _wait_final(call: ToolCall) -> ToolCall:
-    deadline = time.monotonic() + settings.MCP_WEB_WAIT
-    while time.monotonic() < deadline:
-        call.refresh_from_db()
-        if call.is_final:
-            return call
-        time.sleep(0.05)
-    raise ApiError("The tool call did not finish in time.", status=504)
 
 
 # Bodies the widget host sends on behalf of a view (MCP Apps params; extra fields are ignored).
@@ -144,10 +135,10 @@ class ReadBody(LenientBody):
 
 
 @api_view("POST")
-def tools_call(request: HttpRequest, pk) -> HttpResponse:
+async def tools_call(request: HttpRequest, pk) -> HttpResponse:
     """`tools/call` from a view: own server only, and only tools visible to apps."""
-    origin_call = view_call_of(request, pk)
-    return _view_tools_call(request, origin_call.server, origin_call)
+    origin_call = await sync_to_async(view_call_of)(request, pk)
+    return await _view_tools_call(request, origin_call.server, origin_call)
 
 
 @api_view("GET")
@@ -171,10 +162,10 @@ def view_tools(server: Server, uri: str) -> list[Tool]:
 
 
 @api_view("POST")
-def preview_tools_call(request: HttpRequest, pk: int) -> HttpResponse:
+async def preview_tools_call(request: HttpRequest, pk: int) -> HttpResponse:
     """`tools/call` from a previewed view: the same rules, stored with origin "widget" and no parent call."""
-    server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
-    return _view_tools_call(request, server, None)
+    server = await sync_to_async(get_object_or_404)(Server.objects.visible_to(request.user), pk=pk)
+    return await _view_tools_call(request, server, None)
 
 
 @api_view("POST")
@@ -183,7 +174,16 @@ def preview_resources_read(request: HttpRequest, pk: int) -> JsonResponse:
     return _view_resources_read(request, server)
 
 
-def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> HttpResponse:
+async def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> HttpResponse:
+    """Start the view's call and answer with its result once it has ended: the wait is on the
+    event loop (tools/runtime/lifecycle.py wait_for_end), holding none of daphne's threads."""
+    call = await sync_to_async(_start_view_call)(request, server, origin_call)
+    if not await lifecycle.wait_for_end(call.pk, settings.MCP_WEB_WAIT):
+        raise ApiError("The tool call did not finish in time.", status=504)
+    return await sync_to_async(_view_call_answer)(call.pk)
+
+
+def _start_view_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> ToolCall:
     body = parse_body(request, ToolsCallBody)
     name, arguments = body.name, body.arguments or {}
     tool = Tool.objects.filter(server=server, name=name).first()
@@ -191,13 +191,16 @@ def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall
         raise ApiError(f"The view's server has no tool named {name!r}; a view may call only its own server's tools.", status=403)
     if "app" not in (tool.visibility or []):
         raise ApiError(f"The tool {name!r} is not visible to apps (its visibility is {tool.visibility}).", status=403)
-    call = start_tool_call(
+    # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is enqueued at once.
+    return start_tool_call(
         server=server, tool_name=name, arguments=arguments, origin=ToolCall.Origin.WIDGET, user=request.user,
-        conversation=origin_call.conversation if origin_call else None, view_call=origin_call,
+        caller=callers.of_call(origin_call) if origin_call else None, view_call=origin_call,
     )
-    # Views run in autocommit (ATOMIC_REQUESTS is off), so the task is already enqueued.
-    call = _wait_final(call)
-    # The stored text as it is, in pieces when it is large: never parsed here.
+
+
+def _view_call_answer(pk) -> HttpResponse:
+    """The ended call's stored result as it is, in pieces when it is large (never parsed here)."""
+    call = ToolCall.objects.only("pk", "status", "error").get(pk=pk)
     stored = stored_result.open_stored(call.pk)
     if stored is not None:
         if stored.octets <= stored_result.PIECE_BYTES:

@@ -1,12 +1,13 @@
-// Run a tool from the inspector: create a manual tool call, then watch its WebSocket for the
-// result and show the full result next to what the model sees.
+// Run a tool from the inspector: create a manual tool call, then watch it on the page's one
+// WebSocket (call-socket.js) for the result and show the full result next to what the model sees.
 //
 // The socket's events are summaries (tools/events.py): sizes, tokens, status and the start of
 // what the model saw; tool_call.result also carries the full result unless it is over
 // WS_INLINE_RESULT_MAX_BYTES. Of a result over AUTO_SHOW_BYTES the page shows, on request, its
 // first RESULT_PREVIEW_BYTES (GET …/result/preview/) and links the whole as a streamed download:
 // a 40 MB result would stall the page for a text nobody can read in it.
-import { apiFetch, liveSocket, pretty } from "./http.js";
+import { apiFetch, pretty } from "./http.js";
+import { watchCall } from "./call-socket.js";
 import { displayJson, fetchFullResultText, formatBytes, keepPushedResult } from "./tool-result.js";
 import { appendLog, showProgress, showServerRequest, showTask } from "./server-requests.js";
 import { showElapsed } from "./elapsed.js";
@@ -49,7 +50,7 @@ export async function runToolCall({ serverId, tool, args, timeout, asTask = fals
     try { await apiFetch(`/api/tool-calls/${call.id}/cancel/`, { method: "POST" }); }
     catch (err) { status.textContent = err.message; }
   };
-  const sock = liveSocket(`/ws/tool-calls/${call.id}/`, {
+  const sock = watchCall(call.id, {
     onEvent(ev) {
       if (ev.type === "tool_call.status") {
         const waiting = ev.tool_call.status === "input_required";  // the server asked: answer below

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from chat.tool_calls import calls_of, conversation_id_of
 from chat.models import Conversation, Message, ModelContext
 from tests.helpers import login_page, refresh_tools, wait_for
 from tools.models import ToolCall
@@ -96,7 +97,7 @@ def test_app_widget_renders_full_result_and_talks_back(browser, live_app, user, 
     assert not view.locator("#call-result").inner_text().startswith("ERROR"), view.locator("#call-result").inner_text()
     widget_call = wait_for(lambda: ToolCall.objects.filter(origin="widget", tool_name="app_only_increment").first(),
                            message="the widget's stored tool call")
-    assert widget_call.conversation_id == conversation.pk and widget_call.status == "succeeded"
+    assert conversation_id_of(widget_call) == conversation.pk and widget_call.status == "succeeded"
 
     # A tool hidden from apps is refused, and nothing is called.
     view.locator("#hidden").click()
@@ -181,7 +182,7 @@ def test_app_view_opens_while_the_model_streams_and_gets_partial_input(browser, 
     view.locator("#call-result").filter(has_not_text="calling").wait_for(timeout=20000)
     widget_call = wait_for(lambda: ToolCall.objects.filter(origin="widget", tool_name="app_only_increment").first(),
                            message="the widget's stored tool call")
-    assert widget_call.conversation_id == conversation.pk
+    assert conversation_id_of(widget_call) == conversation.pk
     page.context.close()
 
 
@@ -214,7 +215,7 @@ def test_a_stopped_turn_removes_the_streamed_card(browser, live_app, user, fake_
     page.click("#stop")
     page.wait_for_selector("#turn-notice >> text=Stopped.", timeout=20000)
     assert page.locator(".tool-card").count() == 0
-    assert not ToolCall.objects.filter(conversation=conversation).exists()
+    assert not calls_of(conversation).exists()
     page.context.close()
 
 
@@ -227,7 +228,7 @@ def test_official_example_app_initialises_against_our_host(browser, live_app, us
     fake_llm.script([{"tool_calls": [{"name": "vanilla__get-time", "arguments": {}, "id": "t1"}]}, {"text": "There is the time."}])
     page = open_chat(browser, live_app, conversation)
     send(page, "what time is it?")
-    call = wait_for(lambda: ToolCall.objects.filter(conversation=conversation, status="succeeded").first(), message="get-time")
+    call = wait_for(lambda: calls_of(conversation).filter(status="succeeded").first(), message="get-time")
     shown_time = call.full_result.raw["structuredContent"]["time"]
     view = widget_frame(page)
     view.locator("#server-time", has_text=shown_time).wait_for(timeout=30000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.tool_calls import calls_of
 from chat.models import Conversation
 from tests.helpers import login_page, wait_for
 from tests.chat.test_replay import VOLATILE, drift, drift_http, drift_server  # noqa: F401  (fixtures)
@@ -30,7 +31,7 @@ def recorded(user, fake_llm, server) -> Conversation:
     begin_turn(conversation, "What do a mango and a lime cost?")
     wait_for(lambda: not Conversation.objects.filter(pk=conversation.pk, status="running").exists(), timeout=40,
              message="the recorded turn")
-    assert ToolCall.objects.filter(conversation=conversation, status="succeeded").count() == 2
+    assert calls_of(conversation).filter(status="succeeded").count() == 2
     return conversation
 
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from chat import history
 from chat.llm import streamed_so_far
+from chat.tool_calls import caller, calls_of
 from chat.models import Conversation, Message, Turn
 from inspector.asgi import application
 from tests.helpers import wait_until_worker_is_quiet, closing, refresh_tools, run_async, streamed_body, wait_for
@@ -113,7 +114,7 @@ def test_app_tool_end_to_end_model_sees_only_the_projection(client, api, fake_ll
     # app_only_increment's visibility is ["app"]: never offered to the model.
     assert sorted(t["function"]["name"] for t in bodies[0]["tools"]) == [
         "apps__big_text", "apps__big_view", "apps__csp_probe", "apps__model_only", "apps__show_marker"]
-    call = ToolCall.objects.get(conversation_id=cid)
+    call = calls_of(cid).get()
     assert call.origin == "llm" and call.llm_tool_call_id == "call_1"
     assert ToolResult.objects.filter(tool_call=call).exists() and Projection.objects.filter(tool_call=call).exists()
     data = api.get(f"/api/conversations/{cid}/").json()
@@ -188,7 +189,7 @@ def test_deleting_a_server_keeps_its_calls_and_the_conversations_that_used_it(ap
     ])
     api.post(f"/api/conversations/{cid}/messages/", {"text": "echo it"})
     assert wait_turn(api, cid)["status"] != "running"
-    call = ToolCall.objects.get(conversation_id=cid)
+    call = calls_of(cid).get()
     projection_text = Projection.objects.get(tool_call=call).text
     assert "kept-after-delete" in projection_text
 
@@ -246,7 +247,7 @@ def test_parallel_tool_calls_and_a_failing_tool(api, fake_llm, basic_server):
     api.post(f"/api/conversations/{cid}/messages/", {"text": "run them"})
     data = wait_turn(api, cid)
     assert data["turn"]["status"] == "completed", data["turn"]
-    calls = ToolCall.objects.filter(conversation_id=cid).order_by("queued_at")
+    calls = calls_of(cid).order_by("queued_at")
     slow = [c for c in calls if c.tool_name == "slow"]
     assert len(slow) == 2
     # Parallel: the two one-second calls overlapped.
@@ -269,7 +270,7 @@ def test_tool_error_reaches_the_model_as_text(api, fake_llm, stdio_server):
     api.post(f"/api/conversations/{cid}/messages/", {"text": "crash it"})
     data = wait_turn(api, cid)
     assert data["turn"]["status"] == "completed"
-    call = ToolCall.objects.get(conversation_id=cid)
+    call = calls_of(cid).get()
     assert call.status == "failed" and call.error
     tool_msg = [m for m in fake_llm.bodies[1]["messages"] if m["role"] == "tool"][0]
     assert tool_msg["content"].startswith("Tool call failed:")
@@ -309,12 +310,12 @@ def test_stop_cancels_and_conversation_stays_usable(client, api, fake_llm, basic
     cid = new_conversation(api, fake_llm, [basic_server])
     fake_llm.script([{"tool_calls": [{"name": "basic__slow", "arguments": {"seconds": 5}, "id": "s"}]}])
     api.post(f"/api/conversations/{cid}/messages/", {"text": "be slow"})
-    wait_for(lambda: ToolCall.objects.filter(conversation_id=cid, status="running").exists(), message="the running call")
+    wait_for(lambda: calls_of(cid).filter(status="running").exists(), message="the running call")
     resp = api.post(f"/api/conversations/{cid}/stop/")
     assert resp.json()["stopped"] is True
     data = api.get(f"/api/conversations/{cid}/").json()
     assert data["status"] == "idle" and data["turn"]["status"] == "stopped"
-    assert ToolCall.objects.get(conversation_id=cid).status == "cancelled"
+    assert calls_of(cid).get().status == "cancelled"
     # The server is told (notifications/cancelled) and the call's task ends, which fires the chord:
     # no further step may start.
     wait_for(lambda: RpcFrame.objects.filter(server=basic_server, direction="out", method="notifications/cancelled").exists(),
@@ -487,7 +488,7 @@ def test_a_turn_waiting_on_its_calls_is_not_stale_and_a_late_close_keeps_a_newer
     conversation = Conversation.objects.get(pk=cid)
     turn = stuck_turn(conversation)
     # A long queue, or a lost task: either way the call sweep ends the call, so the turn waits for it.
-    call = ToolCall.objects.create(server=basic_server, tool_name="echo", origin="llm", turn=turn, conversation=conversation)
+    call = ToolCall.objects.create(server=basic_server, tool_name="echo", origin="llm", **caller(conversation, turn).row_fields())
     assert close_if_stale(turn).ended is False
     ToolCall.objects.filter(pk=call.pk).update(queued_at=timezone.now() - timedelta(hours=1))
     assert sweep_calls().ended == 1

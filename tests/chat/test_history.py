@@ -17,6 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chat import history
+from chat.tool_calls import caller
 from chat.models import Conversation, Message, ModelContext
 from tests.helpers import refresh_tools, run_call, wait_for
 from tools.mcp import tokens
@@ -42,7 +43,7 @@ def _conversation(user, n_calls: int, model: str = "openai/gpt-4o-mini") -> Conv
     seq = 0
     for i in range(n_calls):
         status = ToolCall.Status.CANCELLED if i == 1 else ToolCall.Status.SUCCEEDED
-        call = ToolCall.objects.create(conversation=conversation, origin="llm", server=server, tool_name="look",
+        call = ToolCall.objects.create(**caller(conversation).row_fields(), origin="llm", server=server, tool_name="look",
                                        llm_tool_call_id=f"c{i}", status=status)
         ToolResult.objects.create(tool_call=call, raw={"content": [], "structuredContent": {"secret": "FULL-ONLY"}},
                                   size_bytes=1, tokens=1)
@@ -129,7 +130,7 @@ def test_pipeline_stores_real_token_counts_for_the_calls_model(basic_server, use
     from tools.runtime.lifecycle import start_tool_call
 
     queued = start_tool_call(server=basic_server, tool_name="echo", arguments={"text": payload}, origin="llm", user=user,
-                             conversation=conversation, llm_tool_call_id="x1")
+                             caller=caller(conversation), llm_tool_call_id="x1")
     wait_for(lambda: ToolCall.objects.get(pk=queued.pk).is_final, message="the conversation's call")
     proj = Projection.objects.get(tool_call_id=queued.pk)
     assert proj.tokens == litellm.token_counter(model="claude-sonnet-4-5", text=proj.text) <= settings.PROJECTION_TOKEN_CAP

@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 
 from chat import jsondiff
+from chat.tool_calls import calls_of, conversation_of
 from chat.models import Conversation, Message, ModelContext, ReplayRun, Turn
 from tests.helpers import Api, refresh_tools, streamed_body, wait_for
 from tools.models import Projection, Server, ToolCall, ToolResult
@@ -140,7 +141,7 @@ def test_jsondiff_paths_kinds_and_volatile_patterns():
 @pytest.mark.usefixtures("celery_worker")
 def test_rerun_shows_exactly_the_changed_field_in_the_full_result_and_nothing_in_the_projection(api, fake_llm, drift, drift_server):
     cid = record(api, fake_llm, [drift_server], QUOTE_SCRIPT, ["What does an apple cost?"])
-    original = ToolCall.objects.get(conversation_id=cid, origin="llm")
+    original = calls_of(cid).get(origin="llm")
     assert original.full_result.raw["structuredContent"]["price"] == 12
 
     drift.set_price(13)
@@ -215,7 +216,7 @@ def test_rerun_reports_status_changes_missing_servers_and_bad_requests(api, fake
 def test_replays_exports_and_players_are_private(client, api, fake_llm, drift, drift_server, other_user):
     cid = record(api, fake_llm, [drift_server], QUOTE_SCRIPT, ["price?"])
     run = run_replay(api, cid, ignore_paths=VOLATILE)
-    call = ToolCall.objects.get(conversation_id=cid, origin="llm")
+    call = calls_of(cid).get(origin="llm")
     # The owner's pages run under the strict CSP: no inline script or style.
     for path in [f"/chat/{cid}/replay/", f"/chat/{cid}/replays/", f"/chat/replays/{run['id']}/", "/chat/"]:
         html = api.client.get(path).content.decode()
@@ -290,7 +291,7 @@ def test_export_import_round_trips_full_results_byte_for_byte_without_secrets(cl
         {"text": "Fig: 12.", "usage": {"prompt_tokens": 50, "completion_tokens": 5}},
     ], ["price of a fig?"], api_base=fake_llm.url.replace("http://", "http://user:base-secret@"))
     assert Message.objects.filter(conversation_id=cid, role="assistant", text="Fig: 12.").exists()
-    marker = ToolCall.objects.get(conversation_id=cid, tool_name="show_marker")
+    marker = calls_of(cid).get(tool_name="show_marker")
     ModelContext.objects.create(conversation_id=cid, tool_call=marker, content=[{"type": "text", "text": "ctx"}],
                                 widget_state={"w": 1})
     # The view was read once (the chat page does); the file carries it.
@@ -323,15 +324,15 @@ def test_export_import_round_trips_full_results_byte_for_byte_without_secrets(cl
     assert ToolCall.objects.count() == counts + 2
 
     # Full results: byte for byte what the original's result endpoint serves.
-    pairs = {c.tool_name: c for c in ToolCall.objects.filter(conversation_id=cid)}
-    for call in ToolCall.objects.filter(conversation_id=new_id):
+    pairs = {c.tool_name: c for c in calls_of(cid)}
+    for call in calls_of(new_id):
         original = pairs[call.tool_name]
         assert call.pk != original.pk and call.server_id is None and call.server_name == original.server_name
         assert bob.get(f"/api/tool-calls/{call.pk}/result/").status_code == 200
         assert streamed_body(bob.get(f"/api/tool-calls/{call.pk}/result/")) == streamed_body(api_get_as(client, original))
         assert call.projection.payload == original.projection.payload and call.projection.text == original.projection.text
         assert call.queued_at == original.queued_at and call.duration_ms == original.duration_ms
-    copy = ToolCall.objects.get(conversation_id=new_id, tool_name="show_marker")
+    copy = calls_of(new_id).get(tool_name="show_marker")
     assert ModelContext.objects.get(tool_call=copy).widget_state == {"w": 1}
     old_messages = list(Message.objects.filter(conversation_id=cid).values_list("seq", "role", "text", "usage", "created_at"))
     new_messages = list(Message.objects.filter(conversation_id=new_id).values_list("seq", "role", "text", "usage", "created_at"))
@@ -367,7 +368,7 @@ def api_get_as(client, call):
     from django.test import Client
 
     owner = Client()
-    owner.force_login(call.conversation.owner)
+    owner.force_login(conversation_of(call).owner)
     return owner.get(f"/api/tool-calls/{call.pk}/result/")
 
 
@@ -527,7 +528,7 @@ def test_a_rerun_compares_results_of_a_megabyte_or_more_as_stored_text(api, fake
     refresh_tools(basic_server)
     script = [{"tool_calls": [{"name": "basic__big_text", "arguments": {"megabytes": 2}, "id": "b1"}]}, {"text": "Big."}]
     cid = record(api, fake_llm, [basic_server], script, ["Something big"])
-    original = ToolCall.objects.get(conversation_id=cid, origin="llm")
+    original = calls_of(cid).get(origin="llm")
     size = ToolResult.objects.only("size_bytes").get(pk=original.pk).size_bytes
     assert original.status == "succeeded" and size > 2 * 1024 * 1024
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.tool_calls import caller
 from chat.models import Conversation, Message
 from tools.models import Server, ToolCall
 
@@ -18,7 +19,7 @@ def conversation(user):
 
 def app_call(conversation, **extra) -> ToolCall:
     server = Server.objects.create(name="apps", transport="streamable_http", url="http://h/mcp", owner=conversation.owner)
-    return ToolCall.objects.create(server=server, tool_name="show", origin="llm", conversation=conversation,
+    return ToolCall.objects.create(server=server, tool_name="show", origin="llm", **caller(conversation).row_fields(),
                                    status="succeeded", is_app=True, **extra)
 
 
@@ -49,7 +50,7 @@ def test_asking_first_is_on_by_default_and_can_be_turned_off(api, conversation):
 def test_the_calls_a_view_made_come_with_the_page(api, conversation):
     call = app_call(conversation)
     Message.objects.create(conversation=conversation, seq=1, role="tool", tool_call=call, text="t")
-    child = ToolCall.objects.create(server=call.server, tool_name="inc", origin="widget", conversation=conversation,
+    child = ToolCall.objects.create(server=call.server, tool_name="inc", origin="widget", **caller(conversation).row_fields(),
                                     status="succeeded", view_call=call)
     calls = {c["id"]: c for c in api.get(f"/api/conversations/{conversation.pk}/").json()["tool_calls"]}
     assert calls[str(child.pk)]["view_call_id"] == str(call.pk)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from chat import history
+from chat.tool_calls import caller
 from chat.models import Conversation, ViewTools
 from tests.helpers import wait_for
 from tools.models import Server, ToolCall
@@ -20,7 +21,7 @@ ECHO = {"name": "marker_echo", "description": "Echo", "inputSchema": {"type": "o
 
 def view_with_tools(conversation, server=None, status="succeeded") -> ToolCall:
     server = server or Server.objects.create(name="apps", transport="streamable_http", url="http://h/mcp", owner=conversation.owner)
-    call = ToolCall.objects.create(server=server, tool_name="show_marker", origin="llm", conversation=conversation,
+    call = ToolCall.objects.create(server=server, tool_name="show_marker", origin="llm", **caller(conversation).row_fields(),
                                    status=status, is_app=True)
     ViewTools.objects.create(conversation=conversation, tool_call=call, tools=[ECHO])
     return call
@@ -42,7 +43,7 @@ def test_a_views_tools_are_offered_only_when_the_conversation_asks(user):
 def test_the_api_records_a_views_tools(api, user):
     conversation = Conversation.objects.create(owner=user, model="m")
     server = Server.objects.create(name="apps", transport="streamable_http", url="http://h/mcp", owner=user)
-    call = ToolCall.objects.create(server=server, tool_name="show", origin="llm", conversation=conversation, status="succeeded", is_app=True)
+    call = ToolCall.objects.create(server=server, tool_name="show", origin="llm", **caller(conversation).row_fields(), status="succeeded", is_app=True)
     answer = api.post(f"/api/tool-calls/{call.pk}/widget/view-tools/", {"tools": [ECHO, {"name": ""}]})
     assert answer.status_code == 400  # a nameless tool
     answer = api.post(f"/api/tool-calls/{call.pk}/widget/view-tools/", {"tools": [ECHO]})
@@ -80,7 +81,7 @@ def test_a_call_of_a_views_tool_is_not_replayed_on_the_server(api, user):
     conversation = Conversation.objects.create(owner=user, model="m")
     view = view_with_tools(conversation)
     call = ToolCall.objects.create(server=view.server, tool_name="marker_echo", origin="view", view_call=view,
-                                   conversation=conversation, status="succeeded")
+                                   **caller(conversation).row_fields(), status="succeeded")
     answer = api.post(f"/api/tool-calls/{call.pk}/replay/")
     assert answer.status_code == 409 and "ran in the browser" in answer.json()["error"]
     assert ToolCall.objects.filter(origin="replay").count() == 0

@@ -18,6 +18,7 @@ import pytest
 from django.http import HttpRequest
 
 from chat import history
+from chat.tool_calls import caller, calls_of
 from chat.models import Conversation
 from tests.faults import route_crawl
 from tests.helpers import ARTIFACTS, Api, login_page, refresh_tools, run_call
@@ -103,7 +104,7 @@ def test_hostile_bodies_and_queries_to_every_json_endpoint_get_clear_4xx_answers
     cid = api.post("/api/conversations/", {"model": "openai/test-model", "api_base": fake_llm.url,
                                            "server_ids": [basic_server.pk]}).json()["id"]
     call = run_call(basic_server, "echo", {"text": "hi"}, user=user)
-    ToolCall.objects.filter(pk=call.pk).update(conversation_id=cid)  # the player's routes name a call of the conversation
+    ToolCall.objects.filter(pk=call.pk).update(**caller(Conversation.objects.get(pk=cid)).row_fields())  # the player's routes name a call of the conversation
     owned = route_crawl.Owned(server=basic_server.pk, tool="echo", call=str(call.pk), conversation=cid, turn=0,
                               token=0, user=user.pk, **route_crawl.asked_and_replayed(call, cid, user))
     routes = [r for r in route_crawl.url_routes() if r.startswith("api/")]
@@ -255,7 +256,7 @@ def test_script_payloads_from_a_server_show_as_text_on_pages_and_in_the_admin(
 
     page = login_page(browser, live_app, "root", "root-pass-123")
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    llm_call = ToolCall.objects.get(conversation=conversation)
+    llm_call = calls_of(conversation).get()
     for name, url in (("server", f"/admin/tools/server/{server.pk}/change/"), ("servers", "/admin/tools/server/"),
                       ("tool", f"/admin/tools/tool/{tool.pk}/change/"), ("tools", "/admin/tools/tool/"),
                       ("call", f"/admin/tools/toolcall/{manual.pk}/change/"), ("llm-call", f"/admin/tools/toolcall/{llm_call.pk}/change/"),

@@ -22,6 +22,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import Client, override_settings
 
 from chat import history
+from chat.tool_calls import calls_of
 from chat.models import Conversation, Message, ModelContext, ProviderKey, ReplayRun, Turn
 from inspector.asgi import application
 from inspector.models import ApiToken, SignInIdentity
@@ -60,7 +61,7 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
              timeout=40, message="alice's turn")
     turn = Turn.objects.get(conversation_id=conversation)
     assert turn.status == "completed", turn.error
-    llm_call = ToolCall.objects.get(conversation_id=conversation)
+    llm_call = calls_of(conversation).get()
     assert api.post(f"/api/tool-calls/{llm_call.pk}/widget/model-context/",
                     {"content": [{"type": "text", "text": f"{MARK}-context"}]}).status_code == 200
     client.logout()

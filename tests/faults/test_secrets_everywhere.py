@@ -18,6 +18,7 @@ import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 
+from chat.tool_calls import calls_of
 from chat.models import Conversation, ProviderKey, Turn
 from inspector.models import ApiToken
 from tests.faults import route_crawl
@@ -128,7 +129,7 @@ def test_secrets_appear_in_no_answer_page_log_llm_request_or_clear_column(
     assert wait_turn(with_key).status == "completed", Turn.objects.get(conversation_id=with_key).error
     call(alice, "POST", f"/api/conversations/{with_saved_key}/messages/", {"text": "hello"}, status=(202,))
     assert wait_turn(with_saved_key).status == "completed", Turn.objects.get(conversation_id=with_saved_key).error
-    llm_call = ToolCall.objects.get(conversation_id=with_key)
+    llm_call = calls_of(with_key).get()
     assert llm_call.status == "succeeded", llm_call.error
 
     # Every API answer the owner reads, over daphne.

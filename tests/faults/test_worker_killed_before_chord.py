@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.tool_calls import calls_of_turn
 from chat.models import Message, Turn
 from tests.figures import record
 from tests.helpers import kill_and_replace, refresh_tools, stop_process, wait_for, worker_to_kill
@@ -35,10 +36,10 @@ def test_a_worker_killed_between_a_steps_commit_and_its_chord(api, fake_llm, cel
         assert api.post(f"/api/conversations/{cid}/messages/", {"text": "echo twice"}).status_code == 202
         turn = wait_for(lambda: Turn.objects.filter(conversation_id=cid).first(), message="the turn")
         # The step is stored with its two calls, queued and never sent: the victim is in its pause.
-        wait_for(lambda: ToolCall.objects.filter(turn=turn, status="queued").count() == 2
+        wait_for(lambda: calls_of_turn(turn).filter(status="queued").count() == 2
                  and Message.objects.filter(turn=turn, role="assistant", step=1).exists(), timeout=20,
                  message="the step to be stored")
-        assert not ToolCall.objects.filter(turn=turn, dispatched_at__isnull=False).exists()
+        assert not calls_of_turn(turn).filter(dispatched_at__isnull=False).exists()
         killed_at, successor = kill_and_replace(victim, "successor-chord", FAST_SWEEP)
         try:
             wait_for(lambda: Turn.objects.get(pk=turn.pk).status != "running", timeout=60, message="the turn to end")
@@ -48,7 +49,7 @@ def test_a_worker_killed_between_a_steps_commit_and_its_chord(api, fake_llm, cel
     assert turn.status == "completed", turn.error
     answers = list(Message.objects.filter(turn=turn, role="assistant").order_by("step").values_list("step", "text"))
     assert [step for step, _ in answers] == [1, 2] and answers[1][1] == "both echoed", answers
-    calls = ToolCall.objects.filter(turn=turn)
+    calls = calls_of_turn(turn)
     assert sorted(calls.values_list("status", flat=True)) == ["succeeded", "succeeded"]
     assert calls.filter(full_result__isnull=False, projection__isnull=False).count() == 2
     sent = RpcFrame.objects.filter(server=basic_server, direction="out", method="tools/call")

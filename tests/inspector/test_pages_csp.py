@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import expect
 
+from chat.tool_calls import calls_of
 from chat.models import Conversation
 from tests.helpers import start_daphne, stop_process, login_page, refresh_tools, run_call, wait_for
 from tools.models import ToolCall
@@ -297,7 +298,7 @@ def test_an_app_view_renders_under_the_policy(browser, live_app, user, fake_llm,
     assert page.eval_on_selector(".mcp-widget", "e => getComputedStyle(e).position") == "relative"
     assert violations(page, console) == []
     # The same view in the workbench, and on the tool page after a run.
-    call = ToolCall.objects.get(conversation=conversation, tool_name="show_marker")
+    call = calls_of(conversation).get(tool_name="show_marker")
     page.goto(f"{live_app.url}/tool-calls/{call.pk}/workbench/")
     page.frame_locator("#wb-view iframe").frame_locator("iframe").locator("#secret", has_text="STRUCTURED-MARKER-c").wait_for(timeout=30000)
     page.wait_for_selector("#console tbody tr")

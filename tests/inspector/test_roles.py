@@ -7,6 +7,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import override_settings
 
+from chat.tool_calls import caller
 from chat.models import Conversation
 from inspector import oidc, roles
 from inspector.asgi import application
@@ -33,7 +34,7 @@ def team(user):
     shared.append_message(role="user", text="SHARED-MESSAGE")
     private = Conversation.objects.create(owner=user, model="m", title="Private talk")
     private.append_message(role="user", text="PRIVATE-MESSAGE")
-    call = ToolCall.objects.create(server=shared_server, tool_name="t", origin="llm", conversation=shared,
+    call = ToolCall.objects.create(server=shared_server, tool_name="t", origin="llm", **caller(shared).row_fields(),
                                    requested_by=user, status="succeeded")
     return {"shared_server": shared_server, "private_server": private_server, "shared": shared, "private": private,
             "call": call}

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from tests.helpers import login_page, refresh_tools, wait_for
 from tests.chat.test_browser import make_conversation, send, widget_frame
+from chat.tool_calls import calls_of
 from tools.runtime import stored_result
 from tools.models import ToolCall, ToolResult
 
@@ -44,7 +45,7 @@ def test_an_app_view_gets_the_complete_big_result_over_http(browser, live_app, u
     page.wait_for_selector("#conn-state.ok")
     send(page, "show something big")
 
-    call = wait_for(lambda: ToolCall.objects.filter(conversation=conversation, tool_name="big_view").exclude(status__in=["queued", "running"]).first(),
+    call = wait_for(lambda: calls_of(conversation).filter(tool_name="big_view").exclude(status__in=["queued", "running"]).first(),
                     timeout=90, message="the big call to end")
     assert call.status == "succeeded", call.error
     data = ToolResult.objects.get(tool_call=call).raw["structuredContent"]["data"]

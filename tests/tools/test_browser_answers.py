@@ -17,6 +17,7 @@ import json
 import pytest
 
 from tests.tools.test_browser_server_requests import asks, asks_server_http, open_tool, patient_worker  # noqa: F401
+from chat.tool_calls import conversation_key
 from tools.models import ServerRequest, ToolCall
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -126,7 +127,7 @@ def test_chat_sampling_card_answered_by_hand_and_the_turn_goes_on(browser, live_
     page.click(f"{hand} button:has-text('Send to server')")
     page.wait_for_selector(".tool-card .status.succeeded", timeout=20000)
     page.wait_for_selector(".msg.assistant strong >> text=Wanda", timeout=20000)
-    row = ServerRequest.objects.get(tool_call__conversation=conversation, kind="sampling")
+    row = ServerRequest.objects.get(tool_call__caller=conversation_key(conversation.pk), kind="sampling")
     assert (row.status, row.action) == ("answered", "by_hand")
     assert len(fake_llm.requests) == 2  # the conversation's two steps: no model ran for the sampling
     tool_message = [m for m in fake_llm.requests[-1]["body"]["messages"] if m.get("role") == "tool"]

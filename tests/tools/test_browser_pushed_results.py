@@ -11,6 +11,7 @@ import pytest
 
 from tests.chat.test_browser import make_conversation, open_chat, send, widget_frame
 from tests.helpers import login_page, refresh_tools
+from chat.tool_calls import calls_of
 from tools.models import ToolCall
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -63,7 +64,7 @@ def test_chat_view_of_a_result_over_the_limit_is_fetched_and_rendered(browser, l
     view = widget_frame(page)
     view.locator("#data-length", has_text=str(OVER_CHARS)).wait_for(timeout=30000)
     assert view.locator("#data-tail").inner_text() == f"END{OVER_CHARS:013d}"[-16:]
-    call = ToolCall.objects.get(conversation=conversation, tool_name="big_view")
+    call = calls_of(conversation).get(tool_name="big_view")
     assert call.full_result.size_bytes > 512 * 1024
     assert fetched == [str(call.pk)]
     page.context.close()

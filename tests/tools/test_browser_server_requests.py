@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from chat.tool_calls import conversation_key
 from chat.models import Conversation
 from tests.helpers import stop_process, login_page, refresh_tools, start_worker, wait_for
 from tools.models import Server, ServerRequest, ToolCall
@@ -138,7 +139,7 @@ def test_chat_card_elicitation_is_answered_in_place(browser, live_app, user, fak
     page.wait_for_selector(".tool-card .status.succeeded", timeout=20000)
     page.wait_for_selector(".msg.assistant strong >> text=Bea", timeout=20000)
     page.wait_for_selector("#turn-state:not(.input_required):not(.running)", state="attached", timeout=10000)
-    assert ServerRequest.objects.get(tool_call__conversation=conversation).action == "accept"
+    assert ServerRequest.objects.get(tool_call__caller=conversation_key(conversation.pk)).action == "accept"
     page.screenshot(path=str(screenshots / "elicitation-chat-answered.png"), full_page=True)
     page.context.close()
 

@@ -21,6 +21,8 @@ from django.db.models.functions import Cast
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from chat import events as chat_events
+from chat.tool_calls import caller, calls_of
 from chat.models import Conversation, Message, Turn
 from inspector.asgi import application
 from tests.helpers import closing, refresh_tools, run_async, run_call, streamed_body
@@ -77,7 +79,7 @@ def test_a_5_mb_result_travels_in_small_events_live_and_on_catch_up(client, api,
 
     got = run_async(live)
     assert got[-1]["type"] == "turn.completed", got[-1]
-    call = ToolCall.objects.get(conversation_id=cid, tool_name="big_view")
+    call = calls_of(cid).get(tool_name="big_view")
     size = ToolResult.objects.get(tool_call=call).size_bytes
     assert size > 5 * 1024 * 1024
     result = next(e for e in got if e["type"] == "tool_call.result")
@@ -145,7 +147,7 @@ def build_conversation(user, server, calls: int, raw_bytes: int, text_chars: int
     conversation = Conversation.objects.create(owner=user, model="m")
     turn = Turn.objects.create(conversation=conversation, status="completed", steps=calls, finished_at=timezone.now())
     rows = ToolCall.objects.bulk_create([
-        ToolCall(conversation=conversation, turn=turn, requested_by=user, origin="llm", server=server, server_name=server.name,
+        ToolCall(**caller(conversation, turn).row_fields(), requested_by=user, origin="llm", server=server, server_name=server.name,
                  tool_name="big_text", llm_tool_call_id=f"c{i}", arguments={"i": i}, status="succeeded")
         for i in range(calls)
     ])
@@ -240,7 +242,7 @@ def test_pages_return_every_message_exactly_once_and_catch_up_after_a_seq(api, u
 
     # A call of a turn still running comes along with `after`, though its message is older.
     running = Turn.objects.create(conversation=conversation)
-    call = ToolCall.objects.create(conversation=conversation, turn=running, requested_by=user, origin="llm",
+    call = ToolCall.objects.create(**caller(conversation, running).row_fields(), requested_by=user, origin="llm",
                                    server=app_server, tool_name="big_text", status="running")
     conversation.append_message(role="tool", turn=running, tool_call=call, llm_tool_call_id="late")
     last = conversation.messages.order_by("-seq").first().seq
@@ -252,9 +254,9 @@ def test_pages_return_every_message_exactly_once_and_catch_up_after_a_seq(api, u
 
 
 def test_group_names_come_from_one_place():
-    assert events.conversation_group(7) == "conversation.7"
+    assert chat_events.conversation_group(7) == "conversation.7"
     assert events.tool_call_group("abc") == "toolcall.abc"
-    assert Conversation(pk=7).group_name == events.conversation_group(7)
+    assert Conversation(pk=7).group_name == chat_events.conversation_group(7)
 
 
 def test_a_socket_waiting_for_a_result_gets_it_even_when_the_event_is_lost(client, user, basic_server, monkeypatch):

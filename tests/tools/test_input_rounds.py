@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from chat.tool_calls import calls_of
 from chat.models import Conversation
 from tests.helpers import finished_call, refresh_tools, start_api_call, wait_for
 from tools.runtime.input_rounds import problem
@@ -229,7 +230,7 @@ def test_a_chat_turn_waits_for_a_resting_call_and_the_model_never_sees_the_state
         {"text": "All done."},
     ])
     assert api.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "go"}).status_code == 202
-    call = wait_for(lambda: ToolCall.objects.filter(conversation=conversation).first(), message="the tool call")
+    call = wait_for(lambda: calls_of(conversation).first(), message="the tool call")
     call = resting(str(call.pk), 1)
     state_1 = call.input_state
     time.sleep(2)  # the step's task keeps polling; the next step must not start meanwhile

@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from inspector.events import JSON_TEXT, event_text
 from tests.helpers import refresh_tools, run_call, streamed_body, worker_to_kill
 from tests.tools.test_events import stored_json_text
+from chat.tool_calls import calls_of
 from tools.runtime import events
 from tools.runtime.lifecycle import start_tool_call
 from tools.models import ToolCall, ToolResult
@@ -104,7 +105,7 @@ def test_the_conversation_socket_pushes_results_up_to_512_kib_and_refers_to_bigg
     # A page that (re)connects to one call's socket after it ended gets the same, from the database:
     # the stored JSON text verbatim when it is small enough, a reference otherwise.
     for llm_id, pushed in (("m1", True), ("n1", True), ("o1", False)):
-        call = ToolCall.objects.get(conversation_id=cid, llm_tool_call_id=llm_id)
+        call = calls_of(cid).get(llm_tool_call_id=llm_id)
         [(catch_up, text)] = asyncio.run(_frames(live_app.url, cookie, f"/ws/tool-calls/{call.pk}/", {"tool_call.result"}))
         assert ("result" in catch_up) is pushed, llm_id
         if pushed:

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from chat.tool_calls import calls_of
 from chat.models import Conversation
 from tests.helpers import finished_call, refresh_tools, run_async, start_api_call, wait_for
 from tools.models import RpcFrame, Server, ServerLogMessage, ServerRequest, ToolCall
@@ -160,7 +161,7 @@ def test_sampling_in_chat_is_approved_edited_run_on_the_model_and_returned(api, 
         {"text": "The server got its answer."},
     ])
     assert api.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "go"}).status_code == 202
-    call = wait_for(lambda: ToolCall.objects.filter(conversation=conversation).first(), message="the tool call")
+    call = wait_for(lambda: calls_of(conversation).first(), message="the tool call")
     row = pending_request(str(call.pk))
     assert row.kind == "sampling"
     listed = api.get(f"/api/server-requests/?conversation={conversation.pk}&open=1").json()["server_requests"]
@@ -311,7 +312,7 @@ def test_chat_stop_cancels_the_running_call_on_the_server(api, asks, fake_llm):
     conversation.servers.set([asks])
     fake_llm.script([{"tool_calls": [{"name": "asks__wait", "arguments": {"seconds": 5, "tag": "chat-stop"}, "id": "w1"}]}])
     api.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "wait"})
-    call = wait_for(lambda: ToolCall.objects.filter(conversation=conversation, status="running").first(), message="a running call")
+    call = wait_for(lambda: calls_of(conversation).filter(status="running").first(), message="a running call")
     wait_for(lambda: RpcFrame.objects.filter(server=asks, payload__params__arguments__tag="chat-stop").exists(), message="the call frame")
     assert api.post(f"/api/conversations/{conversation.pk}/stop/").status_code in (200, 202)
     wait_for(lambda: ToolCall.objects.get(pk=call.pk).status == "cancelled", timeout=5, message="the call cancelled")

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
+from chat.tool_calls import caller
 from chat.models import Conversation, Message, Turn
 from chat.sweeper import lock_key, lock_ttl
 from tests.helpers import kill_and_replace, run_async, run_call, start_worker, stop_process, wait_for, worker_to_kill
@@ -154,7 +155,7 @@ def test_a_turn_whose_calls_ended_but_whose_next_step_never_came_is_resumed(api,
     conversation.append_message(role=Message.Role.ASSISTANT, text="", turn=turn, step=1,
                                 tool_calls=[{"id": "call_1", "name": "basic__echo", "arguments": '{"text": "hi"}'}])
     call = run_call(basic_server, "echo", {"text": "hi"})
-    ToolCall.objects.filter(pk=call.pk).update(turn=turn, conversation=conversation, llm_tool_call_id="call_1",
+    ToolCall.objects.filter(pk=call.pk).update(**caller(conversation, turn).row_fields(), llm_tool_call_id="call_1",
                                                origin="llm", started_at=long_ago, finished_at=long_ago)
     conversation.append_message(role=Message.Role.TOOL, turn=turn, tool_call=call, llm_tool_call_id="call_1")
     Turn.objects.filter(pk=turn.pk).update(created_at=long_ago)

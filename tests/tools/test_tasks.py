@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from chat.tool_calls import calls_of
 from chat.models import Conversation
 from tests.helpers import (
     finished_call, kill_and_replace, refresh_tools, run_async, start_api_call, stop_process, wait_for, worker_to_kill,
@@ -156,7 +157,7 @@ def test_a_chat_turn_runs_a_required_task_and_an_optional_one_when_the_conversat
     assert api.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "go"}).status_code == 202
     wait_for(lambda: conversation.turns.get().status != "running", timeout=40, message="the turn to end")
     assert conversation.turns.get().status == "completed"
-    modes = dict(ToolCall.objects.filter(conversation=conversation).values_list("tool_name", "task_mode"))
+    modes = dict(calls_of(conversation).values_list("tool_name", "task_mode"))
     assert modes == {"slow_report": "required", "maybe_task": "optional"}
     tool_messages = {m["tool_call_id"]: m["content"] for m in fake_llm.requests[-1]["body"]["messages"] if m["role"] == "tool"}
     assert tool_messages == {"t1": "done after 1 s (chat)", "t2": "task: c"}

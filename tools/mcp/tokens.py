@@ -9,7 +9,7 @@ never a download from a worker.
 
 Counting model: the model of the conversation, provider prefix removed (`openai/gpt-4o-mini` is
 counted as `gpt-4o-mini`, i.e. with `o200k_base`); calls without a conversation (manual, widget,
-replay) use `settings.TOKEN_COUNT_MODEL`. A name litellm does not know falls back to `cl100k_base`.
+replay) use TOKEN_COUNT_MODEL. A name litellm does not know falls back to `cl100k_base`.
 
 `count()` is exact. `estimate()` is exact up to `EXACT_LIMIT_CHARS` characters and beyond that
 extrapolates from `SAMPLES` evenly spaced samples of `SAMPLE_CHARS` characters: a 40 MB full result
@@ -33,12 +33,9 @@ SAMPLE_CHARS = 4096
 
 
 def default_model() -> str:
-    """`settings.TOKEN_COUNT_MODEL`, or the built-in default outside a configured Django."""
-    from django.conf import settings
-
-    if settings.configured:
-        return getattr(settings, "TOKEN_COUNT_MODEL", "") or DEFAULT_MODEL
-    return DEFAULT_MODEL
+    """TOKEN_COUNT_MODEL from the environment (inspector/settings.py reads the same variable), or the
+    built-in default: read here, not from Django's settings, so the MCP client stays Django-free."""
+    return os.environ.get("TOKEN_COUNT_MODEL", "").strip() or DEFAULT_MODEL
 
 
 def counting_name(model: str | None) -> str:

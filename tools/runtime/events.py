@@ -12,7 +12,7 @@ WS_INLINE_RESULT_MAX_BYTES, as it nearly always is: the page and the App view ge
 push. A bigger one stays at `GET /api/tool-calls/{id}/result/` (the summary's `result_url`),
 streamed over HTTP: a result can be any size, and daphne closes a WebSocket at 1 MiB.
 
-Dependencies run chat -> tools -> inspector: this module never imports chat.
+Dependencies run chat -> tools -> inspector: this module never imports chat, nor names its events.
 """
 
 from __future__ import annotations
@@ -26,23 +26,16 @@ from django.db.models.functions import Cast, Length, Substr
 
 from inspector import pg_nul
 from inspector.events import JSON_TEXT, publish
+from tools import callers
 from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
-from tools.runtime import stored_result
+from tools.runtime import stored_result, waits
 from tools.runtime.deadlines import call_timeout, max_timeout
 from tools.runtime.projection import APP_POLICY
 
 # --- event type names ---------------------------------------------------------------------------
 
-# /ws/conversations/{id}/
-STREAM_SNAPSHOT = "stream.snapshot"
-TURN_STARTED = "turn.started"
-TURN_COMPLETED = "turn.completed"
-TURN_FAILED = "turn.failed"
-TURN_STOPPED = "turn.stopped"
-MESSAGE_DELTA = "message.delta"
-MESSAGE_COMPLETED = "message.completed"
-TOOL_CALL_STREAMING = "tool_call.streaming"
-# Tool-call events: on the conversation's socket and on /ws/tool-calls/{id}/.
+# Tool-call events: on /ws/tool-calls/{id}/ and in the groups of the call's caller (a
+# conversation's socket: chat/events.py names that one and its own events).
 TOOL_CALL_CREATED = "tool_call.created"
 TOOL_CALL_STATUS = "tool_call.status"
 TOOL_CALL_RESULT = "tool_call.result"
@@ -62,11 +55,6 @@ SERVER_LOG = "server.log"  # every notifications/message of the server, in a cal
 RPC_LOG_GROUP = "rpclog"
 
 
-def conversation_group(conversation_id: int) -> str:
-    """Every live event of one conversation (its owner's chat pages)."""
-    return f"conversation.{conversation_id}"
-
-
 def tool_call_group(tool_call_id) -> str:
     """Status and result of one tool call (the tool page's Run, scripts)."""
     return f"toolcall.{tool_call_id}"
@@ -78,13 +66,14 @@ def server_group(server_id: int) -> str:
 
 
 def tool_call_groups(call: ToolCall) -> list[str]:
-    groups = [tool_call_group(call.pk)]
-    if call.conversation_id:
-        groups.append(conversation_group(call.conversation_id))
-    return groups
+    """The call's own group and those its caller asked for (tools/callers.py)."""
+    return [tool_call_group(call.pk), *callers.groups(call.context)]
 
 
 # --- the one JSON shape of a tool call --------------------------------------------------------------
+
+# How long a call's end waits for a script that asked to wait for it (it is already waiting, or about to).
+ENDED_TTL = 60
 
 # Summaries (events, the conversation API) carry at most this much of a long text: the start of
 # what the model saw, an error, a schema error. The detail (`GET /api/tool-calls/{id}/`) has all.
@@ -169,8 +158,7 @@ def tool_call_json(call: ToolCall, *, detail: bool = False, full: bool = False) 
         "arguments": call.arguments,
         "is_app": call.is_app,
         "has_view": _has_view(call, result, proj),
-        "conversation_id": call.conversation_id,
-        "turn_id": call.turn_id,
+        **callers.refs_json(call),  # the caller's ids (a conversation's: conversation_id, turn_id)
         "llm_tool_call_id": call.llm_tool_call_id,
         "replay_of": str(call.replay_of_id) if call.replay_of_id else None,
         "view_call_id": str(call.view_call_id) if call.view_call_id else None,
@@ -270,7 +258,7 @@ def _task_json(call: ToolCall, detail: bool) -> dict[str, Any] | None:
 
 
 def publish_tool_call(event_type: str, tool_call_id) -> None:
-    """Send the call's current summary, as `event_type`, to its own group and its conversation's."""
+    """Send the call's current summary, as `event_type`, to its own group and its caller's."""
     call = summary_queryset(ToolCall.objects.filter(pk=tool_call_id)).first()
     if call is None:  # deleted meanwhile (its conversation was): nobody is left to tell
         return
@@ -283,7 +271,6 @@ def publish_loaded_tool_call(event_type: str, call: ToolCall, result_text: str |
     event = tool_call_event(event_type, call, result_text)
     for group in tool_call_groups(call):
         publish(group, event)
-
-
-def publish_to_conversation(conversation_id: int, event: dict[str, Any]) -> None:
-    publish(conversation_group(conversation_id), event)
+    if call.status in ToolCall.FINAL:
+        # For a script waiting on the call (`?wait=`): a list, so an end told before it waits is not lost.
+        waits.push(waits.ended_key(call.pk), {"status": call.status}, ttl=ENDED_TTL)

@@ -35,6 +35,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from tools import callers
 from tools.models import Server, ServerRequest, ToolCall
 from tools.runtime import events
 from tools.runtime.deadlines import call_timeout
@@ -155,7 +156,7 @@ def store_round(call: ToolCall, raw: dict[str, Any]) -> Round:
 
 def _publish(call: ToolCall, rows: list[ServerRequest], resting: bool) -> None:
     for row in rows:
-        publish_request(row, events.SERVER_REQUEST_CREATED, call.conversation_id)
+        publish_request(row, events.SERVER_REQUEST_CREATED, callers.groups(call.context))
     if resting:
         events.publish_tool_call(events.TOOL_CALL_STATUS, call.pk)
 

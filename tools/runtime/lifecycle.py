@@ -11,11 +11,13 @@ tools/runtime/pipeline.py; what ends a stuck call is tools/runtime/sweep.py.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.db import transaction
@@ -24,6 +26,7 @@ from django.utils import timezone
 
 from inspector.celery import app
 from inspector.errors import Unavailable
+from tools.callers import Caller
 from tools.models import Server, ServerRequest, Tool, ToolCall
 from tools.runtime import events, input_rounds, pipeline, server_requests, waits
 from tools.runtime.deadlines import resolve_timeout
@@ -36,14 +39,17 @@ SERVER_ACTION = "tools.tasks.server_action"
 OAUTH_START = "tools.tasks.oauth_start"
 OAUTH_FINISH = "tools.tasks.oauth_finish"
 
+END_RECHECK = 1.0  # seconds between looks at the row while waiting for a call's end
+
 
 def start_tool_call(
-    *, server: Server, tool_name: str, arguments: dict, origin: str, user, conversation=None, turn=None,
+    *, server: Server, tool_name: str, arguments: dict, origin: str, user, caller: Caller | None = None,
     llm_tool_call_id: str = "", replay_of: ToolCall | None = None, enqueue: bool = True, tool: Tool | None = None,
     timeout: float | None = None, view_call: ToolCall | None = None, as_task: bool = False,
 ) -> ToolCall:
     """Create the queued row and, unless the caller schedules it (a chat step's chord), enqueue
-    its task after commit. Pass `tool` when the caller has already looked it up.
+    its task after commit. Pass `tool` when the caller has already looked it up, and `caller`
+    when an app above tools started it (a conversation: tools/callers.py).
 
     `timeout` overrides the server's call timeout for this call (1 s up to MCP_MAX_CALL_TIMEOUT,
     else deadlines.TimeoutOutOfRange); the row stores it, or the server's default (tools/runtime/deadlines.py).
@@ -55,7 +61,7 @@ def start_tool_call(
     call = ToolCall.objects.create(
         task_mode=tool.task_mode(as_task) if tool is not None else "",
         server=server, server_name=server.name, tool_name=tool_name, arguments=arguments, origin=origin,
-        requested_by=user, conversation=conversation, turn=turn, llm_tool_call_id=llm_tool_call_id,
+        requested_by=user, llm_tool_call_id=llm_tool_call_id, **(caller or Caller()).row_fields(),
         is_app=bool(tool and tool.is_app), replay_of=replay_of, view_call=view_call, celery_task_id=str(uuid.uuid4()), timeout_s=timeout_s,
     )
     if enqueue:
@@ -126,6 +132,28 @@ def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
         events.publish_tool_call(events.TOOL_CALL_STATUS, c.pk)
         cancelled.append(str(c.pk))
     return cancelled
+
+
+async def wait_for_end(tool_call_id, timeout: float) -> bool:
+    """Wait, on the event loop (no thread held), until the call has ended or `timeout` passed; True if it ended.
+
+    The end is told on Redis (waits.ended_key, pushed with the call's final event); a second's
+    wait at a time, with a look at the row between, so an end whose notice was lost (a Redis
+    hiccup) is still seen within a second."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        remaining = deadline - loop.time()
+        if await waits.wait(waits.ended_key(tool_call_id), max(min(remaining, END_RECHECK), 0.001)) is not None:
+            return True
+        if await sync_to_async(_has_ended)(tool_call_id):
+            return True
+        if deadline - loop.time() <= 0:
+            return False
+
+
+def _has_ended(tool_call_id) -> bool:
+    return ToolCall.objects.filter(pk=tool_call_id, status__in=ToolCall.FINAL).exists()
 
 
 def ask_worker(server_id: int, action: str, params: dict[str, Any] | None, user_id: int | None, what: str,

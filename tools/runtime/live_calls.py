@@ -24,6 +24,7 @@ from typing import Any
 from django.utils import timezone
 
 from inspector.events import publish
+from tools import callers
 from tools.models import ToolCall
 from tools.runtime import deadlines, events, task_calls, waits
 
@@ -39,7 +40,7 @@ class Cancelled(Exception):
 @dataclass(eq=False)
 class LiveCall:
     tool_call_id: str
-    conversation_id: int | None
+    caller_groups: list[str]  # the caller's groups that hear the call's events too (tools/callers.py)
     deadline: float  # on the loop's clock; progress moves it (as Connection does its own)
     deadline_at: datetime
     timeout: float = 0.0
@@ -58,10 +59,7 @@ class LiveCall:
         return self.deadline - asyncio.get_running_loop().time()
 
     def groups(self) -> list[str]:
-        groups = [events.tool_call_group(self.tool_call_id)]
-        if self.conversation_id:
-            groups.append(events.conversation_group(self.conversation_id))
-        return groups
+        return [events.tool_call_group(self.tool_call_id), *self.caller_groups]
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         """The SDK's progress callback: remember the value; a flusher sends it, throttled.
@@ -118,7 +116,7 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
     loop = asyncio.get_running_loop()
     max_timeout = max(max_timeout or timeout, timeout)
     now = loop.time()
-    live = LiveCall(str(tool_call.pk), tool_call.conversation_id, now + timeout,
+    live = LiveCall(str(tool_call.pk), callers.groups(tool_call.context), now + timeout,
                     timezone.now() + timedelta(seconds=timeout), timeout=timeout, hard_deadline=now + max_timeout,
                     started_at=tool_call.started_at)
     if task_calls.wanted(conn, tool_call):

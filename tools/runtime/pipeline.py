@@ -18,6 +18,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 
+from tools import callers
 from tools.mcp import tokens
 from tools.mcp.errors import CallTimeout
 from tools.mcp.url_secrets import redact
@@ -79,7 +80,6 @@ def load(tool_call_id) -> ToolCall | None:
             tool_is_app=F("call_tool__is_app"),
             tool_policy=F("call_tool__projection_policy"),
             tool_output_schema=F("call_tool__output_schema"),
-            conversation_model=F("conversation__model"),
         )
         .filter(pk=tool_call_id)
         .first()
@@ -87,8 +87,8 @@ def load(tool_call_id) -> ToolCall | None:
 
 
 def token_model(call: ToolCall) -> str:
-    """The model whose tokenizer counts this call's tokens: its conversation's, else TOKEN_COUNT_MODEL."""
-    return call.conversation_model or tokens.default_model()
+    """The model whose tokenizer counts this call's tokens: its caller's (a conversation's), else TOKEN_COUNT_MODEL."""
+    return callers.model(call) or tokens.default_model()
 
 
 def _claim(tool_call_id) -> ToolCall | None:

@@ -2,7 +2,7 @@
 
 Every request becomes a `ServerRequest` row. On a legacy connection the request arrives inside
 a live `tools/call` on the worker's pooled connection (`handle`, awaited on the pool's loop):
-the row is stored, a small `server_request.created` event goes to the call's and conversation's
+the row is stored, a small `server_request.created` event goes to the call's and its caller's (a conversation's)
 groups, and the worker waits on Redis (tools/runtime/waits.py) for the answer, never longer than the
 call's remaining time. The browser answers through the API (`answer`), which stores the answer
 and pushes it to Redis. A timeout or a closed page ends an elicitation with `cancel` and a
@@ -32,9 +32,9 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from inspector.celery import app
 from inspector.errors import Conflict, Invalid
 from inspector.events import publish
+from tools import callers, signals
 from tools.mcp.elicitation import answer_problems, describe_problems, with_defaults
 from tools.mcp.errors import RemoteError
 from tools.models import LogLevel, Server, ServerLogMessage, ServerRequest, ToolCall, parse_pool_key
@@ -177,17 +177,17 @@ def server_request_json(row: ServerRequest, *, detail: bool = False) -> dict[str
     return data
 
 
-def publish_request(row: ServerRequest, event_type: str, conversation_id: int | None = None) -> None:
-    """`server_request.created`/`.updated` to the call's group and its conversation's."""
+def publish_request(row: ServerRequest, event_type: str, groups: list[str] | None = None) -> None:
+    """`server_request.created`/`.updated` to the call's group and its caller's (`groups`, else looked up)."""
     if row.tool_call_id is None:
         return
     event = {"type": event_type, "server_request_id": str(row.pk), "tool_call_id": str(row.tool_call_id),
              "server_request": server_request_json(row)}
     publish(events.tool_call_group(row.tool_call_id), event)
-    if conversation_id is None:
-        conversation_id = ToolCall.objects.filter(pk=row.tool_call_id).values_list("conversation_id", flat=True).first()
-    if conversation_id:
-        publish(events.conversation_group(conversation_id), event)
+    if groups is None:
+        groups = callers.groups(ToolCall.objects.filter(pk=row.tool_call_id).values_list("context", flat=True).first())
+    for group in groups:
+        publish(group, event)
 
 
 # --- worker side: the pool's hook ------------------------------------------------------------------
@@ -254,7 +254,7 @@ def _create(server_id: int, live, method: str, kind: str, params: dict, status: 
         response={"error": {"code": INVALID_PARAMS, "message": error}} if error else None,
         expires_at=live.deadline_at if live else None, answered_at=now if status != ServerRequest.Status.PENDING else None,
     )
-    publish_request(row, events.SERVER_REQUEST_CREATED, live.conversation_id if live else None)
+    publish_request(row, events.SERVER_REQUEST_CREATED, live.caller_groups if live else None)
     return row
 
 
@@ -281,7 +281,7 @@ def _expire(pk, reason: str, timed_out: bool, live) -> dict | None:
     row = ServerRequest.objects.get(pk=pk)
     if not ended:
         return row.response
-    publish_request(row, events.SERVER_REQUEST_UPDATED, live.conversation_id if live else None)
+    publish_request(row, events.SERVER_REQUEST_UPDATED, live.caller_groups if live else None)
     return None
 
 
@@ -414,11 +414,11 @@ def _approve_sampling(row: ServerRequest, user, body: dict[str, Any]) -> ServerR
     chars = sum(len(m["text"]) for m in messages)
     if chars > settings.SAMPLING_MAX_CHARS:
         raise Invalid(f"The messages carry {chars:,} characters; at most {settings.SAMPLING_MAX_CHARS:,} are sent to a model.")
-    conversation = getattr(row.tool_call, "conversation", None) if row.tool_call_id else None
+    caller_model = callers.model(row.tool_call) if row.tool_call_id else ""
     model = (body.get("model") or "").strip() if isinstance(body.get("model"), str) else ""
     api_base = (body.get("api_base") or "").strip() if isinstance(body.get("api_base"), str) else ""
-    if conversation is not None:
-        model, api_base = conversation.model, ""  # the conversation's model and credentials
+    if caller_model:
+        model, api_base = caller_model, ""  # the caller's model and credentials (a conversation's)
     if not model:
         raise Invalid("No model is configured for sampling: choose a model (a litellm name such as "
                        "openai/gpt-4o-mini), or reject the request.", status=400)
@@ -432,7 +432,7 @@ def _approve_sampling(row: ServerRequest, user, body: dict[str, Any]) -> ServerR
     if not updated:
         row.refresh_from_db()
         raise Conflict(f"This request is not waiting for approval ({row.status}).", status_now=row.status)
-    app.send_task("chat.tasks.run_sampling", args=[str(row.pk)])
+    signals.sampling_approved.send(sender=ServerRequest, server_request=row)  # chat runs it (chat/sampling.py)
     row.refresh_from_db()
     publish_request(row, events.SERVER_REQUEST_UPDATED)
     return row

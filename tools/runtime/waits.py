@@ -1,6 +1,7 @@
 """Waiting across processes on Redis: a worker waits for what a web request sends it.
 
-Two waits exist. A worker holding a live call waits for the answer to a server's request
+Three waits exist. A script that started a call may wait for its end (`ended_key`, pushed
+when the call's final event goes out). A worker holding a live call waits for the answer to a server's request
 (`answer_key`), and for a Cancel of the call (`cancel_key`). Web views `push` one JSON message
 onto the key; the worker `wait`s with BLPOP, bounded by the call's remaining time. A list, not
 pub/sub: a message pushed a moment before the worker starts waiting is not lost.
@@ -34,12 +35,17 @@ def cancel_key(tool_call_id) -> str:
     return f"{settings.REDIS_PREFIX}tool-call-cancel:{tool_call_id}"
 
 
+def ended_key(tool_call_id) -> str:
+    """Where a call's end is told to a script waiting for it (`POST …/call/?wait=`)."""
+    return f"{settings.REDIS_PREFIX}tool-call-ended:{tool_call_id}"
+
+
 _sync_client: redis.Redis | None = None
 _sync_lock = threading.Lock()
 
 
-def push(key: str, message: dict[str, Any]) -> None:
-    """Hand `message` to whoever waits on `key` (now or within the hour)."""
+def push(key: str, message: dict[str, Any], ttl: int = _KEY_TTL) -> None:
+    """Hand `message` to whoever waits on `key` (now or within `ttl` seconds)."""
     global _sync_client
     with _sync_lock:
         if _sync_client is None:
@@ -47,7 +53,7 @@ def push(key: str, message: dict[str, Any]) -> None:
         client = _sync_client
     pipe = client.pipeline()
     pipe.rpush(key, json.dumps(message))
-    pipe.expire(key, _KEY_TTL)
+    pipe.expire(key, ttl)
     pipe.execute()
 
 
