@@ -6,7 +6,7 @@ import logging
 
 from django.dispatch import receiver
 
-from tools.runtime.signals import server_listed
+from tools.signals import server_listed
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('tools', '0016_tool_withheld_and_load_origin'),
+        ('tools', '0018_tool_withheld_and_load_origin'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -203,7 +203,7 @@ def sync_tools(server: Server, reconnect: bool = False, user_id: int | None = No
         instructions=info["instructions"], last_connected_at=timezone.now(), last_error="",
     )
     store_tools(server, info["tools"])
-    from tools.runtime.signals import server_listed
+    from tools.signals import server_listed
 
     server_listed.send(sender=Server, server=server, info=info, user_id=user_id)
     return info
