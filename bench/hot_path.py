@@ -54,7 +54,6 @@ from pipeline import (  # noqa: E402  (the shared pieces of the pipeline bench)
     free_ports,
     num,
     p50,
-    p95,
     pair,
     run_window,
     start_daphne,

@@ -51,23 +51,25 @@ def _tool_entry(name: str, description: str, schema: Any) -> dict[str, Any]:
 def _servers_and_tools(conversation: Conversation) -> tuple[list[str], list[dict[str, Any]], dict[str, tuple[str, str]]]:
     """Server instructions (as system texts) and the offered tools, in ONE query.
 
-    Tools are those of the usable servers that the model may see (visibility includes "model").
+    Tools are those of the usable servers that the model may see (visibility includes "model")
+    and that are not withheld.
     """
     rows = (
         usable_servers(conversation)
         .order_by("name", "pk", "tools__name")
         .values_list("pk", "name", "instructions", "tools__name", "tools__title", "tools__description",
-                     "tools__input_schema", "tools__visibility")
+                     "tools__input_schema", "tools__visibility", "tools__withheld")
     )
     instructions: list[str] = []
     seen: set[int] = set()
     offered = []
-    for server_id, server_name, server_instructions, name, title, description, schema, visibility in rows:
+    for server_id, server_name, server_instructions, name, title, description, schema, visibility, withheld in rows:
         if server_id not in seen:
             seen.add(server_id)
             if server_instructions:
                 instructions.append(f"Instructions from the MCP server “{server_name}”:\n{server_instructions}")
-        if name is not None and "model" in (visibility or ["model", "app"]):
+        # A withheld tool (Tool.withheld: changed since its server's approved version) is not offered.
+        if name is not None and not withheld and "model" in (visibility or ["model", "app"]):
             offered.append((str(server_id), server_name, name, description or title or name, schema))
     if conversation.offer_view_tools:
         offered.extend(_view_tools(conversation))

@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "tools",
     "chat",
     "evals",
+    "review",
 ]
 
 MIDDLEWARE = [
@@ -440,3 +441,18 @@ SANDBOX_HOST = sandbox_host()
 for _origin in (PUBLIC_URL, SANDBOX_ORIGIN):
     if urlsplit(_origin).hostname not in ALLOWED_HOSTS:
         ALLOWED_HOSTS.append(urlsplit(_origin).hostname)
+
+
+# Server review (review/): the description-review rules, one module each, run in this order. A
+# team adds its own rule class (name, check(texts, context)) here, like AUTH_PASSWORD_VALIDATORS.
+REVIEW_RULES = [
+    {"NAME": "review.rules.hidden_unicode.HiddenUnicode"},
+    {"NAME": "review.rules.model_directives.ModelDirectives"},
+    {"NAME": "review.rules.cross_server.CrossServerReference"},
+    {"NAME": "review.rules.shadowing.ToolShadowing"},
+    {"NAME": "review.rules.urls_and_blobs.UrlsAndBlobs"},
+    {"NAME": "review.rules.long_descriptions.LongDescriptions"},
+]
+# Load tests (review/loadtest.py): the most calls one run may make, and the most in flight at once.
+LOADTEST_MAX_CALLS = _env_int("LOADTEST_MAX_CALLS", 10_000)
+LOADTEST_MAX_CONCURRENCY = _env_int("LOADTEST_MAX_CONCURRENCY", 64)

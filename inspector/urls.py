@@ -37,4 +37,5 @@ urlpatterns = [
     path("", include("tools.urls")),
     path("", include("chat.urls")),
     path("", include("evals.urls")),
+    path("", include("review.urls")),
 ]

@@ -111,7 +111,12 @@ class ToolCallAdmin(ReadOnlyAdmin):
     def get_queryset(self, request):
         # The list and the change page read a call's result rows for their sizes and tokens, never
         # the full result itself: a list of 40 MB results loaded every one of them whole.
-        return super().get_queryset(request).select_related(*self.list_select_related).defer("full_result__raw")
+        qs = super().get_queryset(request).select_related(*self.list_select_related).defer("full_result__raw")
+        # Load-test calls (thousands a run) stay out of the everyday list unless asked for by origin.
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.url_name == "tools_toolcall_changelist" and "origin__exact" not in request.GET:
+            qs = qs.exclude(origin=ToolCall.Origin.LOAD)
+        return qs
 
     def get_urls(self):
         download = path("<path:object_id>/result/", self.admin_site.admin_view(self.result_download),

@@ -194,6 +194,10 @@ class Server(models.Model):
         connected = bool(self.protocol_version or self.last_connected_at)
         return not connected or capability in (self.capabilities or {})
 
+    def withheld_tool_names(self) -> list[str]:
+        """Tools not offered to the model for now (Tool.withheld), for the pages that list a server's tools."""
+        return list(self.tools.exclude(withheld="").values_list("name", flat=True))
+
     def check_editable_by(self, user, doing: str = "edit") -> None:
         """Raise PermissionDenied unless `user` may change this server: its owner (or a superuser),
         and staff for a stdio server, since it runs a command on the inspector's host."""
@@ -275,6 +279,11 @@ class Tool(models.Model):
         max_length=20, choices=Policy.choices, blank=True, help_text="Overrides the server's policy when set."
     )
     updated_at = models.DateTimeField(auto_now=True)
+    # Set by an app above tools (review: the tool changed since the server's approved version and
+    # the server withholds changed tools); chat offers the model no tool with a reason here.
+    withheld = models.CharField(
+        max_length=300, blank=True, help_text="Why this tool is not offered to the model (empty: it is offered).",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -375,6 +384,7 @@ class ToolCall(models.Model):
         WIDGET = "widget"
         REPLAY = "replay"
         VIEW = "view"  # a tool an App view registered, called by the model and run by the view in the browser
+        LOAD = "load"  # a call of a load test (review/loadtest.py): grouped under its run, kept out of everyday lists
 
     class Status(models.TextChoices):
         QUEUED = "queued"

@@ -10,3 +10,10 @@ from django.dispatch import Signal
 # `generating`): a receiver runs it on the model and stores the answer (chat/sampling.py). Sent
 # after the row is saved; receivers should only queue work.
 sampling_approved = Signal()
+
+# Sent by tools/runtime/remote.py `sync_tools` (in the worker, or a management command) once a
+# server's tools and self-description were listed and stored. Arguments: `server` (the row, before
+# the update), `info` (server_info, protocol_version, capabilities, instructions, tools: the raw
+# wire dicts), `user_id` (whose refresh, or None). Receivers must not raise: a refresh that listed
+# fine stays a success (review/receivers.py records the server's surface and logs its own failures).
+server_listed = Signal()

@@ -89,13 +89,15 @@ class Owned:
     eval_suite: int = 0  # an eval suite of the owner's, a case of it, and a run of it
     eval_case: int = 0
     eval_run: int = 0
+    load_run: str = ""  # a LoadRun of the owner's server (uuid)
     admin_objects: dict[tuple[str, str], Any] = field(default_factory=dict)
     content_type_of_server: int = 0
 
 
 def asked_and_replayed(call, conversation_id: int, user, text: str = "") -> dict[str, Any]:
-    """A server request of `call` and a replay run of the conversation: the ids the
-    server-request and replay routes name (Owned.server_request, Owned.replay_run)."""
+    """A server request of `call`, a replay run of the conversation and a load test of its server:
+    the ids the server-request, replay and load-test routes name (Owned.server_request,
+    Owned.replay_run, Owned.load_run)."""
     from chat.models import ReplayRun
     from tools.models import ServerRequest
 
@@ -103,7 +105,11 @@ def asked_and_replayed(call, conversation_id: int, user, text: str = "") -> dict
                                          method="elicitation/create", mode="form",
                                          params={"message": text or "a question", "requestedSchema": {"type": "object"}})
     run = ReplayRun.objects.create(conversation_id=conversation_id, created_by=user, status=ReplayRun.Status.COMPLETED)
-    return {"server_request": str(asked.pk), "replay_run": run.pk}
+    from review.models import LoadRun  # and a load test of the call's server (Owned.load_run)
+
+    load_run = LoadRun.objects.create(server_id=call.server_id, tool_name=call.tool_name, calls=1, concurrency=1,
+                                      started_by=user, status=LoadRun.Status.SUCCEEDED)
+    return {"server_request": str(asked.pk), "replay_run": run.pk, "load_run": str(load_run.pk)}
 
 
 class UnfillableRoute(AssertionError):
@@ -139,7 +145,8 @@ def fill(route: str, owned: Owned) -> list[str]:
                           "chat": owned.conversation, "turns": owned.turn, "tokens": owned.token,
                           "server-requests": owned.server_request, "replays": owned.replay_run,
                           "evals": owned.eval_suite, "suites": owned.eval_suite, "cases": owned.eval_case,
-                          "runs": owned.eval_run, "from-conversation": owned.conversation}
+                          "runs": owned.eval_run, "from-conversation": owned.conversation,
+                          "load-tests": owned.load_run}
             if last in by_segment and by_segment[last] != "":
                 return str(by_segment[last])
         raise UnfillableRoute(f"The crawl cannot fill <{match.group(0)[1:-1]}> in {route!r}: teach tests/faults/route_crawl.py "

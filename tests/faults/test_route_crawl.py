@@ -90,10 +90,17 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
     attempt = Attempt.objects.create(run=eval_run, case=case, case_name=f"{MARK}-case", prompts=[f"{MARK}-prompt"],
                                      model="openai/test-model", status=Attempt.Status.PASSED, conversation_id=conversation,
                                      answer=f"{MARK}-answer")
+    # Her server's review: the version her refresh recorded, an approval, a load test.
+    from review.models import LoadRun, ServerReview, SurfaceVersion
+
+    version = SurfaceVersion.objects.get(server=server)
+    review = ServerReview.objects.create(server=server, approved=version, approved_hash=version.hash)
+    load_run = LoadRun.objects.create(server=server, tool_name="echo", arguments={"text": f"{MARK}-load"}, calls=1,
+                                      concurrency=1, started_by=user, status=LoadRun.Status.SUCCEEDED)
     owned = route_crawl.Owned(
         eval_suite=suite.pk, eval_case=case.pk, eval_run=eval_run.pk,
         server=server.pk, tool="echo", call=str(llm_call.pk), conversation=conversation, turn=turn.pk,
-        token=token.pk, user=user.pk, server_request=str(asked.pk), replay_run=run.pk,
+        token=token.pk, user=user.pk, server_request=str(asked.pk), replay_run=run.pk, load_run=str(load_run.pk),
         content_type_of_server=ContentType.objects.get_for_model(Server).pk,
         admin_objects={
             ("auth", "group"): group.pk, ("auth", "user"): user.pk, ("inspector", "apitoken"): token.pk,
@@ -105,6 +112,7 @@ def alice_world(client, user, server_url: str, fake_llm) -> tuple[route_crawl.Ow
             ("evals", "suite"): suite.pk, ("evals", "case"): case.pk, ("evals", "run"): eval_run.pk,
             ("evals", "attempt"): attempt.pk,
             ("tools", "serverrequest"): asked.pk, ("tools", "serverlogmessage"): log_line.pk, ("chat", "replayrun"): run.pk,
+            ("review", "surfaceversion"): version.pk, ("review", "serverreview"): review.pk, ("review", "loadrun"): load_run.pk,
         },
     )
     # Strings only alice's objects hold; the ids that are not small integers.

@@ -28,6 +28,7 @@ from tools.runtime import events
 from tools.runtime.oauth import authorized_config, refresh_after_401, rejected
 from tools.runtime.rpclog import recorder
 from tools.runtime.server_requests import handle
+from tools.signals import server_listed
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -207,4 +208,5 @@ def sync_tools(server: Server, reconnect: bool = False, user_id: int | None = No
         instructions=info["instructions"], last_connected_at=timezone.now(), last_error="",
     )
     store_tools(server, info["tools"], info["protocol_version"])
+    server_listed.send(sender=Server, server=server, info=info, user_id=user_id)
     return info
