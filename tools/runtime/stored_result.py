@@ -314,7 +314,7 @@ class _Blocks(msgspec.Struct):
 
 
 def embedded_view(tool_call_id) -> dict | None:
-    """The MCP-UI `ui://` resource in a stored result's content (tools/models.py
+    """The MCP-UI `ui://` resource in a stored result's content (tools/models/
     `embedded_ui_resource`), without parsing a large result that holds none: its pieces are
     scanned for a `ui://` string first, and only a result that has one is read whole, once, its
     content blocks kept as bytes and only those naming `ui://` decoded."""

@@ -1,9 +1,4 @@
-"""MCP servers, their cached tool definitions, the JSON-RPC log, and tool calls with their two result rows.
-
-The invariant of the product lives here: a tool call's result is stored twice, as a
-`ToolResult` (the full wire result, for browsers and widgets) and a `Projection` (what the
-LLM may see). Code that builds LLM requests reads only `Projection`.
-"""
+"""Servers and what they offer: the registry row (settings, secrets, who may see it), its cached tools and views, OAuth sign-ins, resource subscriptions."""
 
 from __future__ import annotations
 
@@ -11,15 +6,13 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Q
 
 from inspector.encrypted import EncryptedJSONField, EncryptedTextField
-from tools import callers
 from tools.mcp import url_secrets
 from tools.mcp.config import ServerConfig
-from tools.runtime.projection import is_ui_resource
 
 STDIO_STAFF_ONLY = (
     "Only staff users can create or edit stdio servers: a stdio server runs a command on the "
@@ -331,165 +324,6 @@ class Tool(models.Model):
         }
 
 
-class RpcFrame(models.Model):
-    """One JSON-RPC message in or out, raw as on the wire."""
-
-    IN, OUT = "in", "out"
-    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="frames")
-    direction = models.CharField(max_length=3, choices=[(IN, "in"), (OUT, "out")])
-    method = models.CharField(max_length=200, blank=True, db_index=True)
-    rpc_id = models.CharField(max_length=100, blank=True)
-    kind = models.CharField(max_length=20, blank=True, help_text="request, notification, response or error")
-    payload = models.JSONField()
-    size_bytes = models.PositiveBigIntegerField(default=0)
-    truncated = models.BooleanField(default=False, help_text="The payload is a preview: the frame was larger than RPC_FRAME_MAX_BYTES.")
-    at = models.DateTimeField(db_index=True)
-    latency_ms = models.FloatField(null=True, blank=True, help_text="For responses: time since the request.")
-
-    class Meta:
-        verbose_name = "JSON-RPC frame"
-        ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["server", "-at"])]
-
-    def as_event(self) -> dict[str, Any]:
-        return {
-            "id": self.pk, "server_id": self.server_id, "direction": self.direction, "method": self.method,
-            "rpc_id": self.rpc_id, "kind": self.kind, "payload": self.payload, "size_bytes": self.size_bytes,
-            "truncated": self.truncated,
-            "latency_ms": self.latency_ms, "at": self.at.isoformat(),
-        }
-
-
-class ToolCallQuerySet(models.QuerySet):
-    def visible_to(self, user) -> "ToolCallQuerySet":
-        """Calls a user may read: theirs, their callers' (a conversation they own), and what a caller lets
-        them read (a conversation shared with the team: tools/callers.py)."""
-        if not user.is_authenticated:
-            return self.none()
-        if user.is_superuser:
-            return self
-        return self.filter(callers.visible_q(user))
-
-    def acted_on_by(self, user) -> "ToolCallQuerySet":
-        """Calls a user may act on (run in a view, cancel, answer for): theirs and their callers' (tools/callers.py)."""
-        if not user.is_authenticated:
-            return self.none()
-        return self.filter(Q(requested_by=user) | Q(owner=user))
-
-
-class ToolCall(models.Model):
-    class Origin(models.TextChoices):
-        LLM = "llm", "LLM"
-        MANUAL = "manual"
-        WIDGET = "widget"
-        REPLAY = "replay"
-        VIEW = "view"  # a tool an App view registered, called by the model and run by the view in the browser
-        LOAD = "load"  # a call of a load test (review/loadtest.py): grouped under its run, kept out of everyday lists
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        TIMED_OUT = "timed_out"
-        CANCELLED = "cancelled"
-        INPUT_REQUIRED = "input_required", "waiting for input (the server asked; the call rests)"
-
-    FINAL = {Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.CANCELLED}
-    # Not ended yet: a turn waits for these, Stop and Cancel end them.
-    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.INPUT_REQUIRED)
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
-    # Who started it, opaque to tools (tools/callers.py): the caller's lookup key, the user whose
-    # calls they are (a conversation's owner), and what tools needs from it (model, groups, refs).
-    caller = models.CharField(max_length=100, blank=True, db_index=True)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    context = models.JSONField(default=dict, blank=True)
-    origin = models.CharField(max_length=10, choices=Origin.choices, db_index=True)
-    # A deleted server leaves its calls behind: conversations are rebuilt from their projections.
-    server = models.ForeignKey(Server, null=True, on_delete=models.SET_NULL, related_name="tool_calls")
-    server_name = models.CharField(max_length=200, blank=True, help_text="The server's name when the call was made.")
-    tool_name = models.CharField(max_length=200, db_index=True)
-    llm_tool_call_id = models.CharField(max_length=200, blank=True)
-    arguments = models.JSONField(default=dict, blank=True)
-    is_app = models.BooleanField("app tool", default=False)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    error = models.TextField(blank=True)
-    queued_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    duration_ms = models.FloatField(null=True, blank=True)
-    celery_task_id = models.CharField(max_length=100, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0, help_text="Deliveries that started this call.")
-    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="When its task was last sent again by the sweep.")
-    replay_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays")
-    # For a call an App view made (origin "widget"): the call whose view it was, so the view's
-    # calls can be listed under its tool card.
-    view_call = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="view_calls")
-    # For origin "view": the chat page that runs it (a random id per page); the first page to
-    # claim the call runs it, so two open tabs never run a view's tool twice.
-    view_page = models.CharField(max_length=64, blank=True)
-    progress = models.JSONField(
-        null=True, blank=True, help_text="The server's last notifications/progress for this call: progress, total, message.",
-    )
-    # Deadlines (tools/runtime/deadlines.py): the timeout is fixed when the call is created (the caller's
-    # override, else its server's default; blank: the worker's MCP_CALL_TIMEOUT); the deadline is set when a
-    # worker claims it and pushed on by progress. Past it, another delivery or the sweep takes over.
-    timeout_s = models.FloatField(
-        "timeout (s)", null=True, blank=True,
-        help_text="Seconds this call may wait for an answer (without progress): the caller's override, else its "
-        "server's default; blank: MCP_CALL_TIMEOUT.",
-    )
-    deadline_at = models.DateTimeField(
-        null=True, blank=True,
-        help_text="When the worker running it is presumed gone: started + connect + timeout + margin, pushed on by "
-        "progress; while it waits for input, when nobody answering ends it.",
-    )
-    # Multi round-trip input (2026-07-28, tools/runtime/input_rounds.py): the round the call is in, the
-    # server's opaque requestState to echo on the retry (never shown to the model), and one
-    # summary per round (its request keys and kinds, the state's size, when).
-    input_round = models.PositiveSmallIntegerField(default=0, help_text="How many input-required rounds the server asked.")
-    input_state = models.TextField(blank=True, help_text="The latest requestState, echoed verbatim on the retry.")
-    input_rounds = models.JSONField(default=list, blank=True, help_text="Per round: keys, kinds, state bytes, at.")
-    # Tasks (2025-11-25, tools/runtime/task_calls.py): a call of a tool whose `execution.taskSupport` is
-    # "required", or "optional" when the caller asked, is sent task-augmented; the worker follows
-    # the task by id (a later worker resumes it) and its result is stored like any call's.
-    task_mode = models.CharField(
-        max_length=10, blank=True, choices=[("", "plain call"), ("required", "task (the tool requires one)"),
-                                            ("optional", "task (asked for; the tool allows one)")],
-        help_text="Whether this call is sent as a task (2025-11-25 servers only).",
-    )
-    task_id = models.CharField(max_length=200, blank=True, help_text="The server's task id, once it created the task.")
-    task_status = models.CharField(max_length=20, blank=True, help_text="working, input_required, completed, failed, cancelled.")
-    task_history = models.JSONField(default=list, blank=True, help_text="Each status the task reported: status, message, at.")
-
-    objects = ToolCallQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-queued_at"]
-
-    def __str__(self) -> str:
-        return f"{self.tool_name} ({self.status})"
-
-    def save(self, *args, **kwargs) -> None:
-        if self.server_id and not self.server_name:
-            self.server_name = self.server.name
-        super().save(*args, **kwargs)
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL
-
-    def related_or_none(self, name: str) -> Any:
-        """A one-to-one row of this call (`full_result`, `projection`, `model_context`), or None:
-        a call that failed, runs, or never had a view has none."""
-        try:
-            return getattr(self, name)
-        except ObjectDoesNotExist:
-            return None
-
-
 class OAuthGrant(models.Model):
     """One user's tokens for one OAuth-protected server (tools/runtime/oauth.py), encrypted at rest."""
 
@@ -545,44 +379,6 @@ class OAuthFlow(models.Model):
         ordering = ["-created_at"]
 
 
-class StoredJSONField(models.JSONField):
-    """A JSONField without SQLite's `JSON_VALID` CHECK constraint.
-
-    Every value is checked JSON before it is written (a worker's own serialisation, or a large
-    result's bytes that msgspec checked, tools/mcp/wire_result.py). The constraint re-parsed a 40 MB
-    result inside SQLite on every insert, and it refused the zeroblob a large result is written
-    into piece by piece (tools/runtime/stored_result.py `create`)."""
-
-    def db_check(self, connection):
-        return None
-
-
-class ToolResult(models.Model):
-    """The full CallToolResult exactly as received: what browsers and widgets get."""
-
-    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="full_result", primary_key=True)
-    raw = StoredJSONField(help_text="The JSON-RPC `result` as on the wire, unknown fields kept.")
-    size_bytes = models.PositiveIntegerField()
-    tokens = models.PositiveIntegerField()
-    schema_valid = models.BooleanField(null=True, help_text="Null when the tool declares no outputSchema.")
-    schema_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-
-class Projection(models.Model):
-    """What the LLM sees of a tool result. The LLM history is rebuilt from these rows only."""
-
-    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="projection", primary_key=True)
-    payload = models.JSONField(help_text="The projected result object.")
-    text = models.TextField(help_text="The exact tool-message content sent to the model.")
-    policy = models.CharField(max_length=20)
-    removed = models.JSONField(default=list, help_text="What was removed or truncated, as JSON paths with reasons.")
-    truncated = models.BooleanField(default=False)
-    size_bytes = models.PositiveIntegerField()
-    tokens = models.PositiveIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
-
-
 class UiResource(models.Model):
     """A cached MCP App view (`ui://` resource), per server and URI; dropped when the server's
     resources change."""
@@ -597,100 +393,6 @@ class UiResource(models.Model):
     class Meta:
         verbose_name = "UI resource"
         constraints = [models.UniqueConstraint(fields=["server", "uri"], name="unique_ui_resource")]
-
-
-def embedded_ui_resource(result: dict | None) -> dict | None:
-    """The first MCP-UI `ui://` embedded resource in a result's content, if any."""
-    for block in (result or {}).get("content") or []:
-        if isinstance(block, dict) and is_ui_resource(block):
-            return block["resource"]
-    return None
-
-
-class ServerRequestQuerySet(models.QuerySet):
-    def visible_to(self, user) -> "ServerRequestQuerySet":
-        """Requests of the tool calls the user may see (the people who can answer them)."""
-        if not user.is_authenticated:
-            return self.none()
-        return self.filter(tool_call__in=ToolCall.objects.visible_to(user).values("pk"))
-
-
-class ServerRequest(models.Model):
-    """One thing a server asked of this client during a call: an elicitation, a sampling, its roots.
-
-    One row per request, for both protocol generations. On a legacy connection the request arrives
-    inside a live `tools/call` and the worker holding it waits (on Redis) for the answer; on a
-    2026-07-28 connection (multi round-trip input) the call's result names the requests and the
-    answer queues a retry (`protocol`, `round`, `input_key`). Either way the browser answers
-    through the same API and the same cards (tools/runtime/server_requests/).
-    """
-
-    class Kind(models.TextChoices):
-        ELICITATION = "elicitation"
-        SAMPLING = "sampling"
-        ROOTS = "roots"
-
-    class Status(models.TextChoices):
-        PENDING = "pending", "waiting for the user"
-        GENERATING = "generating", "sampling: the model is answering"
-        GENERATED = "generated", "sampling: answer shown for approval"
-        ANSWERED = "answered"
-        REFUSED = "refused", "refused (invalid request, or the user rejected it)"
-        CANCELLED = "cancelled"
-        EXPIRED = "expired", "expired (the call's time ran out)"
-
-    OPEN = (Status.PENDING, Status.GENERATING, Status.GENERATED)
-
-    class Protocol(models.TextChoices):
-        LEGACY = "legacy", "server-to-client request (a worker waits)"
-        INPUT_REQUIRED = "input_required", "multi round-trip input (2026-07-28; the call rests)"
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tool_call = models.ForeignKey(ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="server_requests")
-    server = models.ForeignKey(Server, null=True, on_delete=models.SET_NULL, related_name="server_requests")
-    kind = models.CharField(max_length=12, choices=Kind.choices)
-    method = models.CharField(max_length=60, help_text="The JSON-RPC method, e.g. elicitation/create.")
-    mode = models.CharField(max_length=10, blank=True, help_text="Elicitation: form or url.")
-    protocol = models.CharField(max_length=16, choices=Protocol.choices, default=Protocol.LEGACY)
-    rpc_id = models.CharField(max_length=100, blank=True, help_text="The server's JSON-RPC id of the request (legacy).")
-    round = models.PositiveSmallIntegerField(default=0, help_text="Multi round-trip input: which round asked it.")
-    input_key = models.CharField(max_length=200, blank=True, help_text="Multi round-trip input: its key in inputRequests.")
-    params = models.JSONField(default=dict, help_text="The request's params as the server sent them.")
-    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, db_index=True)
-    action = models.CharField(max_length=10, blank=True, help_text="Elicitation: accept, decline or cancel.")
-    answer = models.JSONField(null=True, blank=True, help_text="What the user submitted (form content, approved messages, model).")
-    response = models.JSONField(null=True, blank=True, help_text="What went back to the server: a result, or an error.")
-    error = models.TextField(blank=True)
-    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True, help_text="When the waiting call gives up.")
-    answered_at = models.DateTimeField(null=True, blank=True)
-
-    objects = ServerRequestQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.method} ({self.status})"
-
-    @property
-    def is_open(self) -> bool:
-        return self.status in self.OPEN
-
-
-class ServerLogMessage(models.Model):
-    """A `notifications/message` from a server, kept with the call it arrived during (if any)."""
-
-    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="log_messages")
-    tool_call = models.ForeignKey(ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="log_messages")
-    level = models.CharField(max_length=10, choices=LogLevel.choices)
-    logger = models.CharField(max_length=200, blank=True)
-    data = models.JSONField(null=True)
-    at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["at", "id"]
 
 
 class ResourceSubscription(models.Model):
