@@ -18,6 +18,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from celery import signature
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -117,19 +118,16 @@ def start_run(suite: Suite, user, models: Any, *, repeat: int = 1, api_base: str
 
 
 def send_advance(run_id: int, tick: int, countdown: float | None = None) -> None:
-    from evals.tasks import advance_run
-
+    # Sent by name: evals/tasks.py defines the tasks and imports this module.
     try:
-        advance_run.apply_async((run_id, tick), countdown=countdown)
+        signature("evals.tasks.advance_run", args=(run_id, tick)).apply_async(countdown=countdown)
     except Exception as exc:  # noqa: BLE001 - the sweep sends it again
         log.warning("could not send advance for eval run %s (%s)", run_id, exc)
 
 
 def send_grade(attempt_id: int) -> None:
-    from evals.tasks import grade_attempt
-
     try:
-        grade_attempt.delay(attempt_id)
+        signature("evals.tasks.grade_attempt", args=(attempt_id,)).delay()
     except Exception as exc:  # noqa: BLE001 - advance sends it again after REGRADE_SECONDS
         log.warning("could not send grading of attempt %s (%s)", attempt_id, exc)
 

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from celery import signature
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -53,9 +54,8 @@ def create(server: Server, tool_name: str, arguments: dict, calls: int, concurre
     run = LoadRun.objects.create(server=server, tool_name=tool_name, arguments=arguments, calls=calls,
                                  concurrency=concurrency, started_by=user, compare_to=compare_to)
     if dispatch:
-        from review.tasks import run_load_test
-
-        transaction.on_commit(lambda: run_load_test.apply_async(args=[str(run.pk)], ignore_result=True))
+        # Sent by name: review/tasks.py defines the task and imports this module.
+        transaction.on_commit(lambda: signature("review.tasks.run_load_test", args=(str(run.pk),)).apply_async(ignore_result=True))
     return run
 
 

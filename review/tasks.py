@@ -8,6 +8,8 @@ from celery import shared_task
 from django.utils import timezone
 
 from inspector import logs
+from review import loadtest
+from review.models import LoadRun
 
 log = logging.getLogger(__name__)
 
@@ -17,9 +19,6 @@ def run_load_test(run_id: str) -> str:
     """Drive a load test (review/loadtest.py `drive`) on this worker. acks_late like every task: a
     worker that dies mid-run has the task redelivered, and the driver carries on from what the run
     already started."""
-    from review import loadtest
-    from review.models import LoadRun
-
     try:
         with logs.context(call_id=f"load:{run_id}"):
             return loadtest.drive(run_id)
