@@ -51,8 +51,8 @@ def _tool_entry(name: str, description: str, schema: Any) -> dict[str, Any]:
 def _servers_and_tools(conversation: Conversation) -> tuple[list[str], list[dict[str, Any]], dict[str, tuple[str, str]]]:
     """Server instructions (as system texts) and the offered tools, in ONE query.
 
-    Tools are those of the usable servers that the model may see (visibility includes "model")
-    and that are not withheld.
+    Tools are those of the usable servers that the model may see (visibility includes "model"),
+    that are not withheld, and, when the conversation names some (`offered_tools`), only those.
     """
     rows = (
         usable_servers(conversation)
@@ -63,13 +63,15 @@ def _servers_and_tools(conversation: Conversation) -> tuple[list[str], list[dict
     instructions: list[str] = []
     seen: set[int] = set()
     offered = []
+    only = set(conversation.offered_tools or ())
     for server_id, server_name, server_instructions, name, title, description, schema, visibility, withheld in rows:
         if server_id not in seen:
             seen.add(server_id)
             if server_instructions:
                 instructions.append(f"Instructions from the MCP server “{server_name}”:\n{server_instructions}")
         # A withheld tool (Tool.withheld: changed since its server's approved version) is not offered.
-        if name is not None and not withheld and "model" in (visibility or ["model", "app"]):
+        if name is not None and not withheld and "model" in (visibility or ["model", "app"]) \
+                and (not only or name in only or f"{server_name}/{name}" in only):
             offered.append((str(server_id), server_name, name, description or title or name, schema))
     if conversation.offer_view_tools:
         offered.extend(_view_tools(conversation))

@@ -37,6 +37,10 @@ class Conversation(models.Model):
     system_prompt = models.TextField(blank=True)
     temperature = models.FloatField(null=True, blank=True)
     servers = models.ManyToManyField("tools.Server", blank=True, related_name="conversations")
+    # Offer the model only these of its servers' tools ("tool" or "server/tool"); empty: all of them.
+    # Set by an eval case that tests a subset (evals/runs.py); chat/history.py applies it.
+    offered_tools = models.JSONField(default=list, blank=True,
+                                     help_text="Only these tools are offered (tool or server/tool names); empty: every tool.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.IDLE)
     # An imported conversation is evidence from elsewhere: shown by the player and re-run, never continued.
     read_only = models.BooleanField(default=False)

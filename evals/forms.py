@@ -33,6 +33,8 @@ class SuiteForm(forms.ModelForm):
 class CaseForm(forms.ModelForm):
     prompts_text = forms.CharField(label="Prompts", widget=forms.Textarea(attrs={"rows": 4}),
                                    help_text="The user's turns; separate turns with a line holding only ---.")
+    tools_text = forms.CharField(label="Tools offered", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                 help_text="One tool a line (tool, or server/tool); empty: every tool of the suite's servers.")
     expectations_text = forms.CharField(label="Expectations (JSON)", required=False,
                                         widget=forms.Textarea(attrs={"rows": 14, "class": "mono", "spellcheck": "false"}))
 
@@ -44,6 +46,7 @@ class CaseForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk and not self.is_bound:
             self.initial["prompts_text"] = "\n---\n".join(self.instance.prompts)
+            self.initial["tools_text"] = "\n".join(self.instance.tools)
             self.initial["expectations_text"] = json.dumps(self.instance.expectations, indent=2, ensure_ascii=False)
 
     def clean_threshold(self):
@@ -58,6 +61,12 @@ class CaseForm(forms.ModelForm):
         if not turns:
             raise forms.ValidationError("At least one prompt.")
         return turns
+
+    def clean_tools_text(self):
+        names = [line.strip() for line in (self.cleaned_data.get("tools_text") or "").splitlines() if line.strip()]
+        if any(len(n) > 400 for n in names) or len(names) > 500:
+            raise forms.ValidationError("At most 500 tool names of at most 400 characters.")
+        return list(dict.fromkeys(names))
 
     def clean_expectations_text(self):
         text = self.cleaned_data.get("expectations_text") or "{}"
@@ -74,6 +83,7 @@ class CaseForm(forms.ModelForm):
     def save(self, commit=True):
         self.instance.prompts = self.cleaned_data["prompts_text"]
         self.instance.expectations = self.cleaned_data["expectations_text"]
+        self.instance.tools = self.cleaned_data["tools_text"]
         return super().save(commit)
 
 

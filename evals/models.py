@@ -56,6 +56,8 @@ class Case(models.Model):
     name = models.CharField(max_length=200)
     prompts = models.JSONField(default=list, help_text="The user turns, in order (strings).")
     expectations = models.JSONField(default=dict, blank=True, help_text="evals/checks.py Expectations.")
+    tools = models.JSONField(default=list, blank=True,
+                             help_text="The tools offered to the model (tool or server/tool names); empty: every tool of the suite's servers.")
     threshold = models.FloatField(default=1.0, help_text="Pass rate (0-1) of its attempts a model needs for the case to pass.")
     source_conversation = models.ForeignKey("chat.Conversation", null=True, blank=True, on_delete=models.SET_NULL,
                                             related_name="+", help_text="The stored conversation it was made from.")
@@ -121,6 +123,7 @@ class Attempt(models.Model):
     case_position = models.PositiveIntegerField(default=0)
     prompts = models.JSONField(default=list)
     expectations = models.JSONField(default=dict, blank=True)
+    tools = models.JSONField(default=list, blank=True)
     threshold = models.FloatField(default=1.0)
     model = models.CharField(max_length=200)
     model_index = models.PositiveIntegerField(default=0, help_text="Its place in the run's models.")

@@ -108,7 +108,7 @@ def start_run(suite: Suite, user, models: Any, *, repeat: int = 1, api_base: str
         run = Run.objects.create(suite=suite, owner=user, model_specs=entries, repeat=repeat, api_key=api_key or "",
                                  concurrency=limit, summary={"total": len(cases) * len(entries) * repeat, "done": 0})
         Attempt.objects.bulk_create([
-            Attempt(run=run, case=case, case_name=case.name, case_position=case.position, prompts=case.prompts,
+            Attempt(run=run, case=case, case_name=case.name, case_position=case.position, prompts=case.prompts, tools=case.tools,
                     expectations=case.expectations, threshold=case.threshold, model=m["model"], model_index=i,
                     api_base=m["api_base"], provider=provider_of(m["model"]), repeat_index=k)
             for case in cases for i, m in enumerate(entries) for k in range(repeat)
@@ -223,7 +223,7 @@ def _start(run: Run, a: Attempt, servers: list[Server]) -> None:
     title = f"Eval #{run.pk} · {a.case_name} · {a.model} #{a.repeat_index + 1}"[:200]
     conversation = Conversation.objects.create(
         owner=run.owner, title=title, model=a.model, api_base=a.api_base, api_key=run.api_key,
-        system_prompt=run.suite.system_prompt,
+        system_prompt=run.suite.system_prompt, offered_tools=a.tools,
     )
     conversation.servers.set(servers)
     begin_turn(conversation, a.prompts[0])

@@ -10,7 +10,7 @@ Servers are matched by name among the importer's visible servers when a run star
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,6 +40,7 @@ class CaseEntry(_Strict):
     name: str = Field(min_length=1, max_length=200)
     prompts: list[str] = Field(min_length=1)
     expectations: dict[str, Any] = {}
+    tools: list[Annotated[str, Field(min_length=1, max_length=400)]] = Field(default=[], max_length=500)
     threshold: float = Field(default=1.0, ge=0, le=1)
 
 
@@ -59,7 +60,8 @@ def export_suite(suite: Suite) -> dict[str, Any]:
         "format": FORMAT, "version": VERSION, "name": suite.name, "description": suite.description,
         "system_prompt": suite.system_prompt, "servers": sorted(s.name for s in suite.servers.all()),
         "judge_model": suite.judge_model,
-        "cases": [{"name": c.name, "prompts": c.prompts, "expectations": c.expectations, "threshold": c.threshold}
+        "cases": [{"name": c.name, "prompts": c.prompts, "expectations": c.expectations, "tools": c.tools,
+                   "threshold": c.threshold}
                   for c in suite.cases.order_by("position", "pk")],
     }
 
@@ -107,7 +109,8 @@ def import_suite(data: bytes | str | dict, user, sha256: str = "") -> Suite:
                                      imported_sha256=sha256)
         suite.servers.set(servers)
         Case.objects.bulk_create([
-            Case(suite=suite, position=i, name=c.name, prompts=c.prompts, expectations=c.expectations, threshold=c.threshold)
+            Case(suite=suite, position=i, name=c.name, prompts=c.prompts, expectations=c.expectations, tools=c.tools,
+                 threshold=c.threshold)
             for i, c in enumerate(document.cases)
         ])
     return suite

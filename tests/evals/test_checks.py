@@ -108,7 +108,7 @@ def test_suite_file_round_trip_and_refusals(user, other_user):
     suite = Suite.objects.create(owner=user, name="Arithmetic", judge_model="openai/judge", judge_api_key="sk-judge-secret",
                                  judge_api_base="http://judge.internal/v1", system_prompt="Be brief.")
     suite.servers.set([server])
-    Case.objects.create(suite=suite, position=1, name="sum", prompts=["2+3?"], threshold=0.5,
+    Case.objects.create(suite=suite, position=1, name="sum", prompts=["2+3?"], threshold=0.5, tools=["basic/add"],
                         expectations={"must_call": [{"server": "basic", "tool": "add"}]})
     data = suite_file.export_suite(suite)
     text = json.dumps(data)
@@ -117,7 +117,7 @@ def test_suite_file_round_trip_and_refusals(user, other_user):
 
     copy = suite_file.import_suite(text.encode(), user)
     assert copy.pk != suite.pk and list(copy.servers.all()) == [server] and copy.system_prompt == "Be brief."
-    assert list(copy.cases.values_list("name", "prompts", "threshold")) == [("sum", ["2+3?"], 0.5)]
+    assert list(copy.cases.values_list("name", "prompts", "threshold", "tools")) == [("sum", ["2+3?"], 0.5, ["basic/add"])]
 
     before = Suite.objects.count()
     for bad, reason in [

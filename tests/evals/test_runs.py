@@ -171,3 +171,24 @@ def test_cancel_stops_running_turns_and_ends_the_run(api, user, fake_llm, basic_
     wait_for(lambda: not Turn.objects.filter(conversation__eval_attempts__run_id=run_id, status="running").exists(),
              timeout=20, message="the running turns to stop")
     assert api.post(f"/api/evals/runs/{run_id}/cancel/").status_code == 409
+
+
+def test_a_case_offers_the_model_only_its_tools(api, user, fake_llm, basic_server):
+    """A case that names tools offers only those (by tool or server/tool name); one that names none offers all."""
+    refresh_tools(basic_server)
+    suite = Suite.objects.create(owner=user, name="Subset")
+    suite.servers.set([basic_server])
+    Case.objects.create(suite=suite, position=1, name="only echo", prompts=["Say hi"], tools=["echo", "basic/add"],
+                        expectations={"answer_contains": ["hi"]})
+    Case.objects.create(suite=suite, position=2, name="everything", prompts=["Say hi"], expectations={"answer_contains": ["hi"]})
+    fake_llm.script([{"text": "hi"}, {"text": "hi"}])
+    resp = api.post(f"/api/evals/suites/{suite.pk}/runs/", {"models": [PRICED], "api_base": fake_llm.url, "api_key": "sk-x",
+                                                            "concurrency": 1})
+    assert resp.status_code == 202, resp.json()
+    run = finished(resp.json()["id"])
+    assert {a.case_name: a.status for a in run.attempts.all()} == {"only echo": "passed", "everything": "passed"}
+    offered = [sorted(t["function"]["name"] for t in r["body"].get("tools") or []) for r in fake_llm.requests]
+    assert offered[0] == ["basic__add", "basic__echo"]
+    assert len(offered[1]) > 2 and {"basic__add", "basic__echo", "basic__slow"} <= set(offered[1])
+    only = run.attempts.get(case_name="only echo")
+    assert only.tools == ["echo", "basic/add"] and only.conversation.offered_tools == ["echo", "basic/add"]
