@@ -128,3 +128,12 @@ def test_only_the_lifecycle_sends_the_tools_apps_tasks():
     senders = [name for name, path in modules("tools") if any(
         call in path.read_text() for call in (".send_task(", ".delay(", ".apply_async("))]
     assert senders == ["tools/runtime/lifecycle.py"]
+
+
+def test_the_data_both_floors_share_imports_only_the_client():
+    """tools/models/, callers.py and signals.py sit between the client and the runtime: they may
+    use the client (tools.mcp) and inspector, never the runtime or the web layer."""
+    shared = [*modules("tools/models"), *[(n, p) for n, p in modules("tools") if n in ("tools/callers.py", "tools/signals.py")]]
+    allowed = ("tools.mcp", "tools.models", "tools.callers", "tools.signals", "inspector")
+    offenders = {name: sorted(m for m in first_party_imports(path) if not m.startswith(allowed)) for name, path in shared}
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -296,3 +296,9 @@ BACKSLASH = ord("\\")
 def _decoded(pieces: list[memoryview]) -> Any:
     for piece in pieces:
         yield json.loads(b'"' + bytes(piece) + b'"')
+
+
+def is_ui_resource(block: dict) -> bool:
+    """An embedded resource whose URI is `ui://` (MCP-UI HTML: for the browser, never the model)."""
+    resource = block.get("resource") if block.get("type") == "resource" else None
+    return isinstance(resource, dict) and str(resource.get("uri", "")).startswith("ui://")

@@ -12,7 +12,7 @@ from django.db.models import Q
 
 from tools import callers
 from tools.models.servers import Server
-from tools.runtime.projection import is_ui_resource
+from tools.mcp.wire_result import is_ui_resource
 
 
 class ToolCallQuerySet(models.QuerySet):

@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from tools.mcp import tokens
-from tools.mcp.wire_result import LargeJSON, LongText, WireResult, is_blank, total_chars
+from tools.mcp.wire_result import LargeJSON, LongText, WireResult, is_blank, is_ui_resource, total_chars
 
 APP_POLICY = "app"
 POLICIES = ("content-first", "strict", "forward-all")
@@ -67,12 +67,6 @@ def _strip_meta(value: Any, path: str, removed: list[dict[str, str]]) -> Any:
     if isinstance(value, list):
         return [_strip_meta(item, f"{path}[{i}]", removed) for i, item in enumerate(value)]
     return value
-
-
-def is_ui_resource(block: dict) -> bool:
-    """An embedded resource whose URI is `ui://` (MCP-UI HTML: for the browser, never the model)."""
-    resource = block.get("resource") if block.get("type") == "resource" else None
-    return isinstance(resource, dict) and str(resource.get("uri", "")).startswith("ui://")
 
 
 def _block_text(block: Any) -> str:
