@@ -13,32 +13,16 @@ import sys
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from inspector.cli import EXIT_BAD_INPUT, CiCommand, bad_input  # noqa: F401 (re-used by review's commands)
 from tools.models import Server
 
-EXIT_OK, EXIT_REPORT, EXIT_CONNECT, EXIT_BAD_INPUT = 0, 1, 2, 3
+EXIT_OK, EXIT_REPORT, EXIT_CONNECT = 0, 1, 2
 
 
-def bad_input(message: str) -> CommandError:
-    return CommandError(message, returncode=EXIT_BAD_INPUT)
-
-
-class ReviewCommand(BaseCommand):
+class ReviewCommand(CiCommand):
     """A command whose option errors exit 3 (argparse's 2 means "could not connect" here)."""
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        refuse = parser.error
-
-        def error(message):
-            if parser.called_from_command_line:
-                parser.print_usage(sys.stderr)
-                parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message}\n")
-            refuse(message)
-
-        parser.error = error
-        return parser
 
     def add_format(self, parser) -> None:
         parser.add_argument("--format", choices=["text", "json", "junit"], default="text")

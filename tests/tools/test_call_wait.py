@@ -95,3 +95,4 @@ def test_manage_py_call_prints_the_finished_call_and_says_how_it_ended(basic_ser
     assert running.returncode == 2 and json.loads(running.stdout)["status"] in ("queued", "running")
     assert call("basic", "no_such_tool").returncode == 3
     assert call("basic", "echo", "--args", "[1]").returncode == 3
+    assert call("basic", "echo", "--wait", "soon").returncode == 3  # an option error too: 2 means still running

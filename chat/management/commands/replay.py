@@ -18,36 +18,18 @@ import time
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from inspector.cli import CiCommand, bad_input
 
 EXIT_SAME = 0
 EXIT_DIFFERENT = 1
 EXIT_ERROR = 2  # a call could not run
-EXIT_BAD_INPUT = 3
 
 
-def bad_input(message: str) -> CommandError:
-    """A CommandError that exits 3: the command was given something it cannot use."""
-    return CommandError(message, returncode=EXIT_BAD_INPUT)
-
-
-class Command(BaseCommand):
+class Command(CiCommand):
     help = ("Re-run a recorded conversation's tool calls against today's servers and report the differences. "
             "Exit status: 0 same, 1 different, 2 a call could not run, 3 bad input.")
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        """Option errors exit 3 (bad input), not argparse's 2, which here means "a call could not run"."""
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        refuse = parser.error
-
-        def error(message):
-            if parser.called_from_command_line:
-                parser.print_usage(sys.stderr)
-                parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message}\n")
-            refuse(message)
-
-        parser.error = error
-        return parser
 
     def add_arguments(self, parser):
         parser.add_argument("conversation", help="A conversation id, or the path of an exported conversation file.")

@@ -23,43 +23,23 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from inspector.cli import CiCommand, bad_input, option_errors_exit_3
 
 EXIT_PASS = 0
 EXIT_BELOW = 1
 EXIT_COULD_NOT_RUN = 2
-EXIT_BAD_INPUT = 3
 
 
-def bad_input(message: str) -> CommandError:
-    return CommandError(message, returncode=EXIT_BAD_INPUT)
-
-
-class Command(BaseCommand):
+class Command(CiCommand):
     help = ("Run an eval suite across models (run), or export/import a suite file. Exit status of run: "
             "0 every case at or above its threshold, 1 some below, 2 could not run, 3 bad input.")
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        """Option errors exit 3 (bad input), not argparse's 2, which here means "could not run"."""
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        self._patch_errors(parser)
-        return parser
-
-    def _patch_errors(self, parser):
-        refuse = parser.error
-
-        def error(message):
-            if getattr(parser, "called_from_command_line", True):
-                parser.print_usage(sys.stderr)
-                parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message}\n")
-            refuse(message)
-
-        parser.error = error
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="Run a suite across models and wait for the result.")
-        self._patch_errors(run)
+        option_errors_exit_3(run)
         run.add_argument("suite", help="A suite id, a suite name, or the path of a suite file.")
         run.add_argument("--models", required=True, help="Comma-separated litellm model names.")
         run.add_argument("--repeat", type=int, default=1, help="Attempts per case and model (default 1).")
@@ -71,10 +51,10 @@ class Command(BaseCommand):
         run.add_argument("--timeout", type=float, default=1800.0, help="Give up after this many seconds (default 1800).")
         run.add_argument("--json", action="store_true", help="Print the run as JSON instead of a table.")
         export = sub.add_parser("export", help="Print a suite's file.")
-        self._patch_errors(export)
+        option_errors_exit_3(export)
         export.add_argument("suite")
         imp = sub.add_parser("import", help="Import a suite file.")
-        self._patch_errors(imp)
+        option_errors_exit_3(imp)
         imp.add_argument("file")
         imp.add_argument("--user", required=True)
 

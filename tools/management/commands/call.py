@@ -14,17 +14,17 @@ import json
 import sys
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
 
+from inspector.cli import CiCommand, bad_input
 from tools.models import Server, ToolCall
 from tools.runtime import events, waits
 from tools.runtime.deadlines import TimeoutOutOfRange
 from tools.runtime.lifecycle import start_tool_call
 
-EXIT_SUCCEEDED, EXIT_ENDED_OTHERWISE, EXIT_STILL_RUNNING, EXIT_BAD_INPUT = 0, 1, 2, 3
+EXIT_SUCCEEDED, EXIT_ENDED_OTHERWISE, EXIT_STILL_RUNNING = 0, 1, 2
 
 
-class Command(BaseCommand):
+class Command(CiCommand):
     help = "Call one tool through the workers and print the result. Exit: 0 succeeded, 1 ended otherwise, 2 still running, 3 bad input."
 
     def add_arguments(self, parser):
@@ -39,25 +39,25 @@ class Command(BaseCommand):
         try:
             arguments = json.loads(options["arguments"])
         except json.JSONDecodeError as exc:
-            raise CommandError(f"--args is not JSON: {exc}", returncode=EXIT_BAD_INPUT) from None
+            raise bad_input(f"--args is not JSON: {exc}") from None
         if not isinstance(arguments, dict):
-            raise CommandError("--args must be a JSON object.", returncode=EXIT_BAD_INPUT)
+            raise bad_input("--args must be a JSON object.")
         name = options["server"]
         server = Server.objects.filter(pk=int(name)).first() if name.isdigit() else Server.objects.filter(name=name).first()
         if server is None:
-            raise CommandError(f"No server {name!r}.", returncode=EXIT_BAD_INPUT)
+            raise bad_input(f"No server {name!r}.")
         if not server.tools.filter(name=options["tool"]).exists():
-            raise CommandError(f"{server.name} has no tool {options['tool']!r} (refresh it if it is new).", returncode=EXIT_BAD_INPUT)
+            raise bad_input(f"{server.name} has no tool {options['tool']!r} (refresh it if it is new).")
         user = server.owner
         if options["user"]:
             user = get_user_model().objects.filter(username=options["user"]).first()
             if user is None:
-                raise CommandError(f"No user {options['user']!r}.", returncode=EXIT_BAD_INPUT)
+                raise bad_input(f"No user {options['user']!r}.")
         try:
             call = start_tool_call(server=server, tool_name=options["tool"], arguments=arguments,
                                    origin=ToolCall.Origin.MANUAL, user=user, timeout=options["timeout"])
         except TimeoutOutOfRange as exc:
-            raise CommandError(str(exc), returncode=EXIT_BAD_INPUT) from None
+            raise bad_input(str(exc)) from None
         asyncio.run(waits.wait(waits.ended_key(call.pk), max(options["wait"], 0.0)))
         call = ToolCall.objects.select_related("full_result", "projection").get(pk=call.pk)
         if not call.is_final:
