@@ -8,15 +8,13 @@ from typing import Any, Literal
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Case, TextField, When
-from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from inspector.api import ApiError, Body, api_view, json_body, parse_body
-from tools import callers, config_file
+from tools import call_sql, callers, config_file
 from tools.forms import ServerForm, form_data_from_json
 from tools.lookups import editable_server, own_calls, visible_server
 from tools.mcp import tool_headers
@@ -193,11 +191,10 @@ def _wait_seconds(request: HttpRequest) -> float:
 
 
 def _start_manual_call(request: HttpRequest, pk: int, name: str) -> ToolCall:
-    server = visible_server(request, pk)
+    server, tool = call_sql.visible_server_and_tool(request.user, pk, name)  # one query, no ORM compilation
     if not server.enabled:
         raise ApiError(f"The server “{server.name}” is disabled; enable it first.", status=409)
     body = parse_body(request, CallBody)
-    tool = server.tools.filter(name=name).only("is_app", "definition").first()
     if tool is None and (aside := tool_headers.find(server, name)) is not None:
         raise ApiError(f"The tool {name!r} was set aside and cannot be called: {aside['reason']}.", status=409)
     if tool is None:
@@ -213,18 +210,15 @@ def _finished_call_answer(pk) -> HttpResponse | None:
     enough to push on a socket (`result_url` names a bigger one); None if it has not ended after all."""
     # One query: the row, its result's and projection's columns, and the result's stored text
     # when it is small enough to inline (the database casts it; a bigger one is never read here).
-    inline = Case(When(full_result__size_bytes__lte=settings.WS_INLINE_RESULT_MAX_BYTES,
-                       then=Cast("full_result__raw", TextField())), default=None, output_field=TextField())
-    call = (ToolCall.objects.select_related("full_result", "projection").defer("full_result__raw")
-            .annotate(inline_text=inline).filter(pk=pk).first())
+    call, inline_text = call_sql.call_with_results(pk)
     if call is None or not call.is_final:
         return None
     data = tool_call_json(call, detail=True)
     result = call.related_or_none("full_result")
-    if result is None or not pushes_result(result.size_bytes) or call.inline_text is None:
+    if result is None or not pushes_result(result.size_bytes) or inline_text is None:
         return JsonResponse(data)
     prefix = json.dumps(data, cls=DjangoJSONEncoder)[:-1] + ', "full": '
-    return HttpResponse(prefix.encode() + call.inline_text.encode() + b"}", content_type="application/json")
+    return HttpResponse(prefix.encode() + inline_text.encode() + b"}", content_type="application/json")
 
 
 @api_view("GET")
