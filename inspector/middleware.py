@@ -1,67 +1,120 @@
-"""Request gatekeeping: sandbox origin isolation, API tokens, and login for everything else."""
+"""Request gatekeeping: sandbox origin isolation, API tokens, and login for everything else.
+
+Each middleware here runs sync or async, as the chain around it does (Django's "Asynchronous
+support" for middleware): with every middleware async-capable, daphne runs a request's chain and
+an async view on its event loop, instead of the whole chain in a new thread per request.
+"""
 
 from __future__ import annotations
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 
-class SandboxHostMiddleware:
+class SyncAndAsync:
+    """A middleware that calls the next one as that one is: a coroutine function, or a plain one.
+    Subclasses define `__call__`'s sync side and `__acall__`."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+
+class SandboxHostMiddleware(SyncAndAsync):
     """The sandbox origin serves only the widget sandbox proxy and its static files.
 
     Widgets run on that origin; nothing of the inspector (pages, API, admin) may answer there.
     """
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if self.async_mode:
+            return self.__acall__(request)
+        return self.refused(request) or self.get_response(request)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        return self.refused(request) or await self.get_response(request)
+
+    @staticmethod
+    def refused(request: HttpRequest) -> HttpResponse | None:
         on_sandbox = request.get_host() == settings.SANDBOX_HOST
         request.on_sandbox_origin = on_sandbox
         if on_sandbox and not request.path.startswith("/sandbox/"):
             return HttpResponse("Not found on the sandbox origin.", status=404, content_type="text/plain")
         if not on_sandbox and request.path.startswith("/sandbox/"):
             return HttpResponse("The sandbox is served only on SANDBOX_ORIGIN.", status=404, content_type="text/plain")
-        return self.get_response(request)
+        return None
 
 
-class ContentSecurityPolicyMiddleware:
+class ContentSecurityPolicyMiddleware(SyncAndAsync):
     """A strict Content-Security-Policy on every response of the app's origin (pages, API, admin).
 
     Responses on the sandbox origin are left alone: the sandbox proxy sends its own policy.
     """
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if self.async_mode:
+            return self.__acall__(request)
+        return self.with_policy(request, self.get_response(request))
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        return self.with_policy(request, await self.get_response(request))
+
+    @staticmethod
+    def with_policy(request: HttpRequest, response: HttpResponse) -> HttpResponse:
         from inspector.csp import app_policy
 
-        response = self.get_response(request)
         if not getattr(request, "on_sandbox_origin", False):
             response["Content-Security-Policy"] = app_policy(request)
         return response
 
 
-class TokenAuthMiddleware:
+class TokenAuthMiddleware(SyncAndAsync):
     """`Authorization: Token <key>` authenticates API requests for scripts and CI."""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        header = request.headers.get("Authorization", "")
-        if header.startswith("Token "):
+        if self.async_mode:
+            return self.__acall__(request)
+        key = self.token(request)
+        if key is not None:
             from inspector.models import ApiToken
 
-            user = ApiToken.authenticate(header[len("Token ") :].strip())
-            if user is None:
-                return JsonResponse({"error": "Invalid or revoked API token."}, status=401)
-            request.user = user
-            # A token is not sent automatically by browsers, so CSRF does not apply.
-            request._dont_enforce_csrf_checks = True
+            if not self.signed_in(request, ApiToken.authenticate(key)):
+                return self.invalid()
         return self.get_response(request)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        key = self.token(request)
+        if key is not None:
+            from inspector.models import ApiToken
+
+            if not self.signed_in(request, await sync_to_async(ApiToken.authenticate)(key)):
+                return self.invalid()
+        return await self.get_response(request)
+
+    @staticmethod
+    def token(request: HttpRequest) -> str | None:
+        header = request.headers.get("Authorization", "")
+        return header[len("Token ") :].strip() if header.startswith("Token ") else None
+
+    @staticmethod
+    def signed_in(request: HttpRequest, user) -> bool:
+        if user is None:
+            return False
+        request.user = user
+        # A token is not sent automatically by browsers, so CSRF does not apply.
+        request._dont_enforce_csrf_checks = True
+        return True
+
+    @staticmethod
+    def invalid() -> JsonResponse:
+        return JsonResponse({"error": "Invalid or revoked API token."}, status=401)
 
 
 class LoginRequiredMiddleware(DjangoLoginRequired):
