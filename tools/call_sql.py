@@ -4,8 +4,8 @@ py-spy under bench/hot_path.py (`--gil`): compiling the ORM's queries was most o
 Python time per `POST …/call/?wait=`: starting the call ~29% (the visible server, then its
 tool) and reading the finished call ~34% (a select_related join with a Case/Cast annotation).
 Each SELECT here is built once from the models' own table and column names; its rows become
-model instances with every field converted as the ORM converts it (`Columns`), so what the
-view does with them afterwards is unchanged.
+model instances with every field converted as the ORM converts it (inspector/sql_columns.py),
+so what the view does with them afterwards is unchanged.
 """
 
 from __future__ import annotations
@@ -18,34 +18,8 @@ from django.db import connection
 from django.db.models import Model
 from django.http import Http404
 
+from inspector.sql_columns import Columns
 from tools.models import Projection, Server, Tool, ToolCall, ToolResult
-
-
-class Columns:
-    """Some concrete columns of one model in a SELECT: their SQL, and the instance built from them
-    (fields left out are deferred, loaded on first access as with `.only()`)."""
-
-    def __init__(self, model: type[Model], alias: str, keep=lambda field: True) -> None:
-        self.model = model
-        self.fields = [f for f in model._meta.concrete_fields if f.primary_key or keep(f)]
-        self.attnames = [f.attname for f in self.fields]
-        q = connection.ops.quote_name
-        self.sql = ", ".join(f"{alias}.{q(f.column)}" for f in self.fields)
-        self.converters = []  # what SQLCompiler.get_converters gives the ORM for the same columns
-        for field in self.fields:
-            col = field.get_col(alias)
-            self.converters.append((connection.ops.get_db_converters(col) + col.get_db_converters(connection), col))
-
-    def __len__(self) -> int:
-        return len(self.fields)
-
-    def build(self, values) -> Model:
-        converted = []
-        for value, (converters, col) in zip(values, self.converters):
-            for convert in converters:
-                value = convert(value, col, connection)
-            converted.append(value)
-        return self.model.from_db(connection.alias, self.attnames, converted)
 
 
 def _q(name: str) -> str:
@@ -88,7 +62,7 @@ def visible_server_and_tool(user, server_pk: int, tool_name: str) -> tuple[Serve
         raise Http404("No Server matches the given query.")
     server = server_columns.build(row[: len(server_columns)])
     tool_values = row[len(server_columns):]
-    tool = tool_columns.build(tool_values) if tool_values[0] is not None else None
+    tool = tool_columns.build_or_none(tool_values)
     if tool is not None:
         Tool.server.field.set_cached_value(tool, server)
     return server, tool
@@ -125,5 +99,5 @@ def call_with_results(pk: Any) -> tuple[ToolCall | None, str | None]:
     for descriptor, columns in ((ToolCall.full_result, result_columns), (ToolCall.projection, projection_columns)):
         values = row[at: at + len(columns)]
         at += len(columns)
-        descriptor.related.set_cached_value(call, columns.build(values) if values[0] is not None else None)
+        descriptor.related.set_cached_value(call, columns.build_or_none(values))
     return call, row[at]

@@ -1,17 +1,23 @@
 """What a call's hot path reads, and in how many queries (issue 31.3): the worker's `load`
-(SQL through Django's connection, not the ORM's compiled join) and an API token's user with
-its role. Behaviour only: the time each saves is measured by bench/hot_path.py, not here."""
+(SQL through Django's connection, not the ORM's compiled join), the API's start and finished
+reads (tools/call_sql.py) and an API token's user with its role. Behaviour only: the time each saves is measured by bench/hot_path.py, not here."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
+from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 
 from inspector.models import ApiToken
 from inspector.roles import VIEWER, is_viewer, set_role
-from tools.models import Server, Tool, ToolCall
+from tools import call_sql
+from tools.models import Projection, Server, Tool, ToolCall, ToolResult
 from tools.runtime import pipeline
+from tools.runtime.events import tool_call_json
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +65,50 @@ def test_a_token_tells_its_users_role_in_the_same_query(django_user_model, role)
         assert is_viewer(found) is (role == VIEWER)
     assert len(queries) == 1
     assert found.pk == person.pk
+
+
+def test_the_start_reads_a_visible_server_and_its_tool_in_one_query(user, other_user):
+    server = Server.objects.create(name="mine", transport="stdio", command="python", env={"SECRET": "s3"}, owner=user,
+                                   call_timeout=42, set_aside_tools=[{"name": "odd", "reason": "bad schema"}])
+    Tool.objects.create(server=server, name="echo", is_app=True, definition={"name": "echo", "execution": {"taskSupport": "required"}})
+    Tool.objects.create(server=server, name="other")
+    shared = Server.objects.create(name="team", transport="streamable_http", url="http://h/mcp", owner=other_user, shared=True)
+    private = Server.objects.create(name="theirs", transport="streamable_http", url="http://h/mcp", owner=other_user)
+
+    with CaptureQueriesContext(connection) as queries:
+        found, tool = call_sql.visible_server_and_tool(user, server.pk, "echo")
+        assert (found.pk, found.name, found.enabled, found.call_timeout) == (server.pk, "mine", True, 42)
+        assert found.set_aside_tools == [{"name": "odd", "reason": "bad schema"}]
+        assert (tool.name, tool.is_app, tool.task_support, tool.server is found) == ("echo", True, "required", True)
+    assert len(queries) == 1
+    assert found.env == {"SECRET": "s3"}  # left deferred, read (and decrypted) when asked for
+    assert call_sql.visible_server_and_tool(user, server.pk, "missing")[1] is None
+    assert call_sql.visible_server_and_tool(user, shared.pk, "echo")[0].pk == shared.pk
+    for pk in (private.pk, 999999):
+        with pytest.raises(Http404):
+            call_sql.visible_server_and_tool(user, pk, "echo")
+
+
+def test_the_finished_read_is_the_orms_call_in_one_query_with_small_text_inline(user, settings):
+    server = Server.objects.create(name="s", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
+    call = _call(server, user, "echo")
+    ToolCall.objects.filter(pk=call.pk).update(status=ToolCall.Status.SUCCEEDED)
+    ToolResult.objects.create(tool_call=call, raw={"content": [{"type": "text", "text": "é"}]}, size_bytes=48, tokens=3,
+                              schema_valid=True)
+    Projection.objects.create(tool_call=call, payload={"content": "é"}, text="é", policy="strict", removed=["$.x"],
+                              size_bytes=20, tokens=1)
+    orm = ToolCall.objects.select_related("full_result", "projection").get(pk=call.pk)
+
+    with CaptureQueriesContext(connection) as queries:
+        read, inline = call_sql.call_with_results(str(call.pk))
+        shown = json.dumps(tool_call_json(read, detail=True), cls=DjangoJSONEncoder)
+    assert len(queries) == 1
+    assert shown == json.dumps(tool_call_json(orm, detail=True), cls=DjangoJSONEncoder)
+    assert json.loads(inline) == {"content": [{"type": "text", "text": "é"}]}
+    settings.WS_INLINE_RESULT_MAX_BYTES = 47  # the result is bigger now: never read here
+    assert call_sql.call_with_results(call.pk)[1] is None
+
+    running = _call(server, user, "echo")
+    read, inline = call_sql.call_with_results(running.pk)
+    assert read.related_or_none("full_result") is None and read.related_or_none("projection") is None and inline is None
+    assert call_sql.call_with_results("00000000-0000-0000-0000-000000000000") == (None, None)
