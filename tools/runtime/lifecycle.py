@@ -128,7 +128,7 @@ def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
             continue  # it finished meanwhile: it keeps its result
         if c.celery_task_id:
             app.control.revoke(c.celery_task_id)  # a queued call never starts; a redelivery is dropped
-        waits.push(waits.cancel_key(c.pk), {"reason": reason})
+        waits.push(waits.cancel_key(c.pk), {"reason": reason}, announce=True)
         events.publish_tool_call(events.TOOL_CALL_STATUS, c.pk)
         cancelled.append(str(c.pk))
     return cancelled

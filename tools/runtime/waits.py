@@ -8,11 +8,18 @@ pub/sub: a message pushed a moment before the worker starts waiting is not lost.
 
 The worker side is async (it runs on the MCP pool's event loop, which must never block); the
 web side is a plain synchronous push.
+
+A Cancel is waited for during every call, and nearly every call ends without one: a BLPOP
+cancelled when its call ends costs its connection (redis-py drops a connection whose answer is
+pending), so each call made a new one. A Cancel is therefore also announced on a channel
+(`announcements`) that one connection per worker event loop listens to (`wait_announced`): a call
+looks at its list once, then waits for the announcement, and no connection is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -44,8 +51,14 @@ _sync_client: redis.Redis | None = None
 _sync_lock = threading.Lock()
 
 
-def push(key: str, message: dict[str, Any], ttl: int = _KEY_TTL) -> None:
-    """Hand `message` to whoever waits on `key` (now or within `ttl` seconds)."""
+def announcements() -> str:
+    """The channel on which a push for `wait_announced` names its key (a Cancel: `cancel_key`)."""
+    return f"{settings.REDIS_PREFIX}announced-pushes"
+
+
+def push(key: str, message: dict[str, Any], ttl: int = _KEY_TTL, announce: bool = False) -> None:
+    """Hand `message` to whoever waits on `key` (now or within `ttl` seconds); `announce` for a key
+    a worker waits on with `wait_announced`."""
     global _sync_client
     with _sync_lock:
         if _sync_client is None:
@@ -54,6 +67,8 @@ def push(key: str, message: dict[str, Any], ttl: int = _KEY_TTL) -> None:
     pipe = client.pipeline()
     pipe.rpush(key, json.dumps(message))
     pipe.expire(key, ttl)
+    if announce:
+        pipe.publish(announcements(), key)
     pipe.execute()
 
 
@@ -89,6 +104,88 @@ async def wait(key: str, timeout: float) -> dict[str, Any] | None:
             await asyncio.sleep(min(1.0, max(remaining, 0)))
             continue
         return None if item is None else json.loads(item[1])
+    return None
+
+
+RECHECK = 30.0  # seconds between looks at the list while announced: an announcement lost to a Redis hiccup
+
+
+class _Announcements:
+    """One pub/sub subscription per event loop to `announcements()`, waking the waits on the keys it names."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.waiting: dict[str, set[asyncio.Future]] = {}
+        self.subscribed = asyncio.Event()
+        self.listener = asyncio.ensure_future(self._listen())
+
+    async def _listen(self) -> None:
+        warned = False
+        while True:
+            pubsub = _async_client().pubsub()
+            try:
+                await pubsub.subscribe(announcements())
+                self.subscribed.set()
+                self._wake_all()  # anything pushed while not subscribed is on its list
+                warned = False
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        self._wake(message["data"].decode())
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if not warned:
+                    log.warning("listening for announced pushes: Redis is unavailable (%s); trying again each second", exc)
+                    warned = True
+            finally:
+                self.subscribed.clear()
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            await asyncio.sleep(1.0)
+
+    def _wake(self, key: str) -> None:
+        for woken in self.waiting.get(key, ()):
+            if not woken.done():
+                woken.set_result(None)
+
+    def _wake_all(self) -> None:
+        for key in list(self.waiting):
+            self._wake(key)
+
+
+_announcements: dict[int, _Announcements] = {}
+
+
+async def wait_announced(key: str, timeout: float) -> dict[str, Any] | None:
+    """`wait` for a key whose pushes are announced (`push(..., announce=True)`): the next message on
+    `key`, or None after `timeout` seconds, without a blocking command of its own on Redis."""
+    loop = asyncio.get_running_loop()
+    listening = _announcements.get(id(loop))
+    if listening is None or listening.loop is not loop or listening.listener.done():
+        listening = _announcements[id(loop)] = _Announcements()
+    deadline = loop.time() + timeout
+    warned = False
+    while (remaining := deadline - loop.time()) > 0:
+        woken = loop.create_future()
+        listening.waiting.setdefault(key, set()).add(woken)
+        try:
+            if not listening.subscribed.is_set():  # first use, or Redis away: look each second meanwhile
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(listening.subscribed.wait(), min(remaining, 1.0))
+            item = await _async_client().lpop(key)
+            if item is not None:
+                return json.loads(item)
+            pause = RECHECK if listening.subscribed.is_set() else 1.0
+            await asyncio.wait({woken}, timeout=min(deadline - loop.time(), pause))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if not warned:
+                log.warning("waiting on %s: Redis is unavailable (%s); trying again each second", key, exc)
+                warned = True
+            await asyncio.sleep(min(1.0, max(deadline - loop.time(), 0)))
+        finally:
+            keyed = listening.waiting.get(key)
+            if keyed is not None:
+                keyed.discard(woken)
+                if not keyed:
+                    del listening.waiting[key]
     return None
 
 

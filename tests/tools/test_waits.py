@@ -1,0 +1,51 @@
+"""A worker's wait for a Cancel (tools/runtime/waits.py `wait_announced`): a push before the wait,
+during it, or none at all, on the real Redis; and waits that end without a Cancel, as nearly
+every call does, make no new Redis connection (a cancelled BLPOP made one per call)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import redis
+from django.conf import settings
+
+from tests.helpers import run_async
+from tools.runtime import waits
+
+
+def _connections_made() -> int:
+    return int(redis.Redis.from_url(settings.CELERY_BROKER_URL).info("stats")["total_connections_received"])
+
+
+def test_an_announced_push_reaches_its_wait_whenever_it_was_sent():
+    before, during, never = (waits.cancel_key(uuid.uuid4()) for _ in range(3))
+    waits.push(before, {"reason": "early"}, announce=True)
+
+    async def scenario():
+        assert await waits.wait_announced(before, 5) == {"reason": "early"}
+        waiting = asyncio.ensure_future(waits.wait_announced(during, 20))
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(waits.push, during, {"reason": "now"}, announce=True)
+        started = asyncio.get_running_loop().time()
+        assert await waiting == {"reason": "now"}
+        woke_in = asyncio.get_running_loop().time() - started
+        assert await waits.wait_announced(never, 0.5) is None
+        return woke_in
+
+    assert run_async(scenario) < waits.RECHECK  # woken by the announcement, not by the next look
+
+
+def test_waits_ended_without_a_cancel_make_no_new_connection():
+    async def calls(wait, n: int) -> None:
+        await waits.wait_announced(waits.cancel_key(uuid.uuid4()), 0.2)  # connects and subscribes once
+        made = _connections_made()
+        for _ in range(n):  # a call's watcher: waiting while the call runs, cancelled when it ends
+            watcher = asyncio.ensure_future(wait(waits.cancel_key(uuid.uuid4()), 30))
+            await asyncio.sleep(0.02)
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        await waits.wait_announced(waits.cancel_key(uuid.uuid4()), 0.05)
+        return _connections_made() - made
+
+    assert run_async(calls, waits.wait_announced, 20) <= 1
