@@ -27,8 +27,9 @@ def _call(server: Server, user, tool_name: str) -> ToolCall:
                                    origin=ToolCall.Origin.MANUAL, requested_by=user, timeout_s=7)
 
 
-def test_load_reads_the_call_its_tool_and_its_server_in_two_queries(user):
-    server = Server.objects.create(name="s", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
+def test_load_reads_the_call_its_tool_and_its_server_in_one_query(user):
+    server = Server.objects.create(name="s", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user,
+                                   headers={"Authorization": "Bearer k"})
     Tool.objects.create(server=server, name="echo", output_schema={"type": "object", "required": ["x"]},
                         is_app=True, projection_policy="strict")
     Tool.objects.create(server=server, name="other", is_app=False)
@@ -36,8 +37,8 @@ def test_load_reads_the_call_its_tool_and_its_server_in_two_queries(user):
 
     with CaptureQueriesContext(connection) as queries:
         loaded = pipeline.load(str(call.pk))
-        assert loaded.server.name == "s"  # already loaded: no third query
-    assert len(queries) == 2
+        assert loaded.server.name == "s" and loaded.server.headers == {"Authorization": "Bearer k"}  # no second query
+    assert len(queries) == 1
     assert loaded.pk == call.pk and loaded.arguments == {"text": "é"} and loaded.status == ToolCall.Status.QUEUED
     assert loaded.queued_at == call.queued_at and loaded.timeout_s == 7
     assert loaded.tool_output_schema == {"type": "object", "required": ["x"]}

@@ -20,6 +20,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, Q
 from django.utils import timezone
 
+from inspector.sql_columns import Columns
 from tools import callers
 from tools.mcp import tokens, tool_headers
 from tools.mcp.errors import CallTimeout
@@ -68,42 +69,49 @@ class CallInProgress(Exception):
 
 
 def load(tool_call_id) -> ToolCall | None:
-    """The call, its server and what the pipeline needs of its tool.
+    """The call, its server and what the pipeline needs of its tool, in one query.
 
     Written as SQL through Django's connection (issue 31.3): the ORM compiled its version of this
     query (a FilteredRelation join on (server, name)) on every call, and that was the worker's
-    largest single cost per call (py-spy under bench/hot_path.py: 28% of the worker's Python time).
-    The row goes through `ToolCall.objects.raw`, so every model field is converted as the ORM does;
-    the server is a plain primary-key read.
+    largest single cost per call (py-spy under bench/hot_path.py: 28% of the worker's Python time);
+    then the server's own read was the next (~10%). The call's and the server's columns become
+    instances as the ORM makes them (inspector/sql_columns.py); the tool's three columns are
+    attributes of the call (`tool_is_app`, `tool_policy`, `tool_output_schema`).
     """
-    pk = ToolCall._meta.pk.get_db_prep_value(tool_call_id, connection)
-    call = next(iter(ToolCall.objects.raw(_load_sql(), [pk])), None)
-    if call is None:
+    call_columns, server_columns, sql = _load_query()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ToolCall._meta.pk.get_db_prep_value(tool_call_id, connection)])
+        row = cursor.fetchone()
+    if row is None:
         return None
-    if isinstance(call.tool_output_schema, (str, bytes)):  # an extra column: no JSON field converts it
-        call.tool_output_schema = json.loads(call.tool_output_schema)
-    server = Server.objects.filter(pk=call.server_id).order_by("pk").first() if call.server_id else None
+    call = call_columns.build(row[: len(call_columns)])
+    server = server_columns.build_or_none(row[len(call_columns): len(call_columns) + len(server_columns)])
+    call.tool_is_app, call.tool_policy, output_schema = row[len(call_columns) + len(server_columns):]
+    # An extra column: no JSON field converts it.
+    call.tool_output_schema = json.loads(output_schema) if isinstance(output_schema, (str, bytes)) else output_schema
     ToolCall.server.field.set_cached_value(call, server)
     return call
 
 
 @functools.cache
-def _load_sql() -> str:
+def _load_query() -> tuple[Columns, Columns, str]:
     """The SELECT of `load`, built once from the models' own table and column names."""
-    c, t = ToolCall._meta, Tool._meta
+    c, t, s = ToolCall._meta, Tool._meta, Server._meta
+    call_columns, server_columns = Columns(ToolCall, "c"), Columns(Server, "s")
 
     def col(meta, name: str) -> str:
         return connection.ops.quote_name(meta.get_field(name).column)
 
     q = connection.ops.quote_name
-    columns = ", ".join(f"c.{q(f.column)}" for f in c.concrete_fields)
-    return (
-        f"SELECT {columns}, t.{col(t, 'is_app')} AS tool_is_app, t.{col(t, 'projection_policy')} AS tool_policy, "
-        f"t.{col(t, 'output_schema')} AS tool_output_schema "
+    sql = (
+        f"SELECT {call_columns.sql}, {server_columns.sql}, t.{col(t, 'is_app')}, t.{col(t, 'projection_policy')}, "
+        f"t.{col(t, 'output_schema')} "
         f"FROM {q(c.db_table)} c "
+        f"LEFT JOIN {q(s.db_table)} s ON s.{q(s.pk.column)} = c.{col(c, 'server')} "
         f"LEFT JOIN {q(t.db_table)} t ON t.{col(t, 'server')} = c.{col(c, 'server')} AND t.{col(t, 'name')} = c.{col(c, 'tool_name')} "
         f"WHERE c.{q(c.pk.column)} = %s"
     )
+    return call_columns, server_columns, sql
 
 
 def token_model(call: ToolCall) -> str:
