@@ -2,7 +2,7 @@
 """The API's one-round-trip call (`POST …/call/?wait=`) against the targets of issue 31.4.
 
     .venv/bin/python bench/hot_path.py [--calls 200] [--in-flight 8] [--postgres URL] [--only sqlite|postgres]
-                                       [--profile DIR]
+                                       [--profile DIR] [--browser [--clicks 50]]
 
 For each database in turn (SQLite in a fresh temp file; PostgreSQL in a fresh database created
 on --postgres and dropped at the end) a child run migrates it and starts ONE daphne and ONE
@@ -16,6 +16,9 @@ Measured, per database:
   (l) load     --calls such calls at --in-flight in flight (a sliding window): calls/s, and the
                CPU time (user + system, psutil) each process spent per call: daphne, worker,
                the stdio MCP server, PostgreSQL, Redis, and all of them
+  (b) browser  with --browser: the tool page in headless Chromium (/usr/bin/chromium, Playwright),
+               signed in through the login form, warm (10 clicks first): --clicks clicks of Run, each
+               timed in the page from the click to the result's text in #full-result (p50/p95)
   (f) floors   what stops a target on this machine: the CPU an authenticated
                `GET /api/tool-calls/{id}/?full=0` costs daphne (the least one request costs), and
                the calls/s that the CPU per call allows on os.cpu_count() CPUs
@@ -67,6 +70,25 @@ CPU_PARTS = ("daphne", "worker", "MCP servers", "PostgreSQL", "Redis")
 TARGET_OVER_DIRECT = {"sqlite": 20.0, "postgres": 25.0}  # ms, p50 of ?wait minus p50 of direct
 TARGET_CPU_MS = 18.0  # CPU ms per call, all processes
 TARGET_RATE = 80.0  # calls/s at 8 in flight, one daphne and one worker
+TARGET_CLICK_MS = 50.0  # click → result in the browser, p50 warm
+CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "bench-pass-123"
+# In the page: type the marker, click Run, resolve with the ms until #full-result shows it.
+CLICK_JS = """async (marker) => {
+  const input = document.querySelector('#schema-form input[name=text], #schema-form textarea[name=text]');
+  input.value = marker;
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  return await new Promise((resolve, reject) => {
+    const shown = () => (document.querySelector('#full-result')?.textContent || '').includes(marker);
+    const observer = new MutationObserver(() => {
+      if (shown()) { observer.disconnect(); resolve(performance.now() - t0); }
+    });
+    observer.observe(document.body, {childList: true, subtree: true, characterData: true});
+    setTimeout(() => { observer.disconnect(); reject(new Error('no result within 30 s')); }, 30000);
+    const t0 = performance.now();
+    document.querySelector('#run-tool').click();
+  });
+}"""
 
 
 def parse_args() -> argparse.Namespace:
@@ -77,12 +99,16 @@ def parse_args() -> argparse.Namespace:
                         help="PostgreSQL server to create the throw-away database on (default %(default)s)")
     parser.add_argument("--only", choices=DATABASES, help="run one database only")
     parser.add_argument("--profile", default="", help="record daphne and the worker with py-spy into this folder")
+    parser.add_argument("--browser", action="store_true", help=f"also time click → result on the tool page ({CHROMIUM})")
+    parser.add_argument("--clicks", type=int, default=50, help="clicks of Run timed with --browser (default 50)")
     parser.add_argument("--run-one", choices=DATABASES, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.calls < 1 or args.in_flight < 1:
-        parser.error("--calls and --in-flight must be at least 1")
+    if args.calls < 1 or args.in_flight < 1 or args.clicks < 1:
+        parser.error("--calls, --in-flight and --clicks must be at least 1")
+    if args.browser and not Path(CHROMIUM).exists():
+        parser.error(f"--browser needs Chromium at {CHROMIUM}")
     return args
 
 
@@ -127,6 +153,28 @@ class Client:
             await resp.read()
             if resp.status != 200:
                 raise RuntimeError(f"GET answered {resp.status}")
+
+    async def clicks(self, username: str, server_id: int, n: int) -> list[float]:
+        """(b) Click → result on the tool page, in headless Chromium, after 10 clicks to warm up."""
+        from playwright.async_api import async_playwright
+
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                               args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+            try:
+                page = await browser.new_page()
+                await page.goto(f"{self.base}/login/")
+                await page.fill("input[name=username]", username)
+                await page.fill("input[name=password]", PASSWORD)
+                await page.click("button[type=submit]")
+                await page.wait_for_url(f"{self.base}/")
+                await page.goto(f"{self.base}/servers/{server_id}/tools/echo/")
+                await page.wait_for_selector("#schema-form input[name=text], #schema-form textarea[name=text]")
+                for i in range(10):
+                    await page.evaluate(CLICK_JS, marker("click-warm", i))
+                return [await page.evaluate(CLICK_JS, marker("click", i)) for i in range(n)]
+            finally:
+                await browser.close()
 
     async def series(self, n: int, in_flight: int, label: str) -> tuple[list[float], float]:
         times: list[float] = []
@@ -214,7 +262,7 @@ def run_one(args: argparse.Namespace) -> int:
         call_command("migrate", verbosity=0, interactive=False)
         start_worker(procs, data_dir, "worker")
         base = start_daphne(procs, data_dir, "daphne", port)
-        user = get_user_model().objects.create_user(f"bench-{os.getpid()}")
+        user = get_user_model().objects.create_user(f"bench-{os.getpid()}", password=PASSWORD)
         server = create_server(user)
         token = ApiToken.issue(user, "bench")[1]
         pids = {child.name: child.proc.pid for child in procs.children}
@@ -241,6 +289,9 @@ def run_one(args: argparse.Namespace) -> int:
                     for _ in range(args.calls):
                         await client.get(call_id)
                 out["get_cpu_ms"] = cpu.spent.get("daphne", 0.0) / args.calls
+                if args.browser:
+                    progress(f"{db}: (b) {args.clicks} clicks of Run on the tool page, in Chromium")
+                    out["clicks"] = await client.clicks(user.username, server.pk, args.clicks)
                 out["errors"] = client.errors[:5]
                 out["error_count"] = len(client.errors)
 
@@ -296,6 +347,10 @@ def print_report(args: argparse.Namespace, results: dict, elapsed: float) -> Non
         print(f"  (l) {args.in_flight} in flight: calls/s               {rate:.1f}   (end to end {pair(loaded)}; "
               f"errors {r['error_count']})")
         print("      CPU ms per call: " + ", ".join(f"{part} {num(ms)}" for part, ms in cpu.items()) + f"; all {num(total)}")
+        if "clicks" in r:
+            clicks = r["clicks"]
+            print(f"  (b) browser: click → result on the tool page {pair(clicks)}   target p50 <= {TARGET_CLICK_MS:g}: "
+                  f"{'PASS' if p50(clicks) <= TARGET_CLICK_MS else 'MISS'}")
         print(f"  (f) one authenticated GET costs daphne   {num(r['get_cpu_ms'])} ms CPU; "
               f"{cpus} CPUs / {num(total)} ms per call = {1000 * cpus / total:.0f} calls/s at best")
         print(f"  targets: ?wait p50 over direct <= {TARGET_OVER_DIRECT[db]:g}: {num(over)} "
@@ -338,7 +393,8 @@ def main() -> int:
                        REDIS_PREFIX=f"{os.environ.get('REDIS_PREFIX', '')}hot{os.getpid()}{db}:")
             command = [sys.executable, str(Path(__file__).resolve()), "--run-one", db, "--database-url", url,
                        "--out", str(work / f"{db}.json"), "--calls", str(args.calls),
-                       "--in-flight", str(args.in_flight), "--profile", args.profile]
+                       "--in-flight", str(args.in_flight), "--profile", args.profile, "--clicks", str(args.clicks)]
+            command += ["--browser"] if args.browser else []
             if procs.start(f"bench-{db}", command, env=env).wait() != 0:
                 raise RuntimeError(f"the {db} run failed; its output is above")
             results[db] = json.loads((work / f"{db}.json").read_text())
