@@ -66,8 +66,8 @@ def test_the_claim_is_one_update_that_sets_the_deadline_from_the_calls_own_timeo
     with CaptureQueriesContext(connection) as ctx:
         claimed = pipeline._claim(long.pk)
     writes = [q["sql"] for q in ctx.captured_queries if q["sql"].lstrip().upper().startswith("UPDATE")]
-    # The UPDATE, then load(): the call with its tool in one SELECT, its server by key.
-    assert len(writes) == 1 and len(ctx.captured_queries) == 3
+    # The UPDATE, then load(): the call with its server and its tool in one SELECT.
+    assert len(writes) == 1 and len(ctx.captured_queries) == 2
     assert (claimed.deadline_at - claimed.started_at).total_seconds() == pytest.approx(3 + 300 + 1, abs=0.01)
     plain_claimed = pipeline._claim(plain.pk)
     assert (plain_claimed.deadline_at - plain_claimed.started_at).total_seconds() == pytest.approx(3 + 5 + 1, abs=0.01)
