@@ -23,8 +23,8 @@ import httpx2  # noqa: E402
 from tools.mcp import oauth_flow, oauth_grants, tool_headers  # noqa: E402
 from tools.mcp.config import ServerConfig  # noqa: E402
 from tools.mcp.connection import Connection  # noqa: E402
-from tools.mcp.errors import ConnectionFailed  # noqa: E402
 from tools.mcp.elicitation import with_defaults  # noqa: E402
+from tools.mcp.errors import ConnectionFailed  # noqa: E402
 
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
@@ -82,10 +82,36 @@ def placeholder_arguments(tool: dict[str, Any]) -> dict[str, Any]:
             for name in schema.get("required") or []}
 
 
-async def session(config: ServerConfig, scenario: str) -> None:
+async def every_tool(conn: Connection, tools: list[dict[str, Any]], context: dict[str, Any]) -> None:
+    """Call each tool as someone trying them in the inspector would: with the scenario's arguments
+    when it names some (`toolCalls`), else placeholders. A call that asks for input (2026-07-28,
+    `resultType: "input_required"`) rests while the next tools are called, as in the inspector
+    (tools/runtime/input_rounds.py), then goes again with the answers and the `requestState`
+    echoed verbatim (none if the server sent none)."""
+    given = {call["name"]: call.get("arguments") or {} for call in context.get("toolCalls") or []}
+    calls = [(call["name"], call.get("arguments") or {}) for call in context.get("toolCalls") or []]
+    calls += [(tool["name"], placeholder_arguments(tool)) for tool in tools if tool["name"] not in given]
+    resting = []
+    for name, arguments in calls:
+        result = await conn.call_tool(name, arguments, timeout=20)
+        if result.get("resultType") == "input_required":
+            resting.append((name, arguments, result))
+    for name, arguments, result in resting:
+        for _ in range(3):
+            responses = {key: await answer(request.get("method", ""), request.get("params") or {}, None)
+                         for key, request in (result.get("inputRequests") or {}).items()}
+            result = await conn.call_tool(name, arguments, timeout=20, input_responses=responses,
+                                          request_state=result.get("requestState"))
+            if result.get("resultType") != "input_required":
+                break
+
+
+async def session(config: ServerConfig, scenario: str, context: dict[str, Any]) -> None:
     async with Connection(config, on_server_request=answer) as conn:
         listed = await conn.list_tools()
-        if scenario == "http-invalid-tool-headers":
+        if scenario in ("http-custom-headers", "sep-2322-client-request-state"):
+            await every_tool(conn, listed, context)
+        elif scenario == "http-invalid-tool-headers":
             # What the inspector stores (tools/runtime/remote.py store_tools): the tools set aside for an
             # invalid x-mcp-header are not tools; every other one is called.
             kept, _ = tool_headers.set_aside(listed, conn.protocol_version)
@@ -122,7 +148,7 @@ async def run(url: str, scenario: str) -> None:
     for attempt in range(3):
         config = ServerConfig(name=f"conformance-{scenario}", transport="streamable_http", url=url, headers=headers)
         try:
-            return await session(config, scenario)
+            return await session(config, scenario, context)
         except ConnectionFailed as exc:
             needed = NEEDS_SCOPE.search(str(exc))
             if "401" in str(exc) and not headers and scenario.startswith("auth/client-credentials-"):

@@ -54,6 +54,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, J
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from tools.mcp import tool_headers
 from tools.mcp.config import RAW, FrameCallback, NotificationCallback, ProgressCallback, ServerConfig, ServerRequestHook
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError, describe
 from tools.mcp.handshake import Handshake
@@ -537,6 +538,7 @@ class Connection:
         input_responses: dict[str, Any] | None = None,
         request_state: str | None = None,
         task_ttl_ms: int | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The raw ``tools/call`` result, unknown fields kept; never validated against outputSchema.
 
@@ -552,7 +554,12 @@ class Connection:
         With ``task_ttl_ms`` (2025-11-25 tasks) the call is task-augmented: a server that takes it
         answers at once with ``{"task": {...}}`` (a CreateTaskResult), to be followed with
         ``tasks.get`` and ``tasks.result``.
+
+        ``input_schema`` (the tool's stored one) lets a 2026-07-28 connection that has not listed the
+        tool still send its ``x-mcp-header`` arguments as ``Mcp-Param-*`` headers (tools/mcp/tool_headers.py).
         """
+        if input_schema is not None and self.is_modern:
+            tool_headers.teach(self._session(), name, input_schema)
         extra: dict[str, Any] = {}
         if input_responses is not None or request_state is not None:
             extra.update(input_responses=input_responses, request_state=request_state)
