@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from tools.mcp import tool_headers
+from tools.mcp.cache_hints import CacheHint, Listing
 from tools.mcp.config import RAW, FrameCallback, NotificationCallback, ProgressCallback, ServerConfig, ServerRequestHook
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError, describe
 from tools.mcp.handshake import Handshake
@@ -73,6 +74,12 @@ from tools.mcp.wire_result import LEAN_METHODS, WireResult
 logger = logging.getLogger(__name__)
 
 CLIENT_INFO = types.Implementation(name="mcp-inspector", version="0.1.0")
+_LISTS = {  # method: (the result's key, the SDK request)
+    "tools/list": ("tools", types.ListToolsRequest),
+    "resources/list": ("resources", types.ListResourcesRequest),
+    "resources/templates/list": ("resourceTemplates", types.ListResourceTemplatesRequest),
+    "prompts/list": ("prompts", types.ListPromptsRequest),
+}
 _PAGE_CAP = 100  # a paginator that never ends must not hang a listing
 _CLOSE_GRACE = 8.0  # stdio shutdown is bounded by the SDK-style close-stdin/TERM/KILL sequence
 
@@ -474,17 +481,28 @@ class Connection:
         return result
 
     async def _list(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> list[dict[str, Any]]:
+        return (await self._listing(method, key, make, timeout)).items
+
+    async def _listing(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> Listing:
         items: list[dict[str, Any]] = []
+        hint: CacheHint | None = None
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(_PAGE_CAP):
             page = await self._call_page(method, make(cursor), timeout)
             items.extend(page.get(key) or [])
+            hint = CacheHint.of(page) if hint is None else hint.combine(CacheHint.of(page))
             cursor = page.get("nextCursor")
             if not cursor or cursor in seen:
                 break
             seen.add(cursor)
-        return items
+        return Listing(items, hint or CacheHint())
+
+    async def listing(self, method: str, timeout: float | None = None) -> Listing:
+        """Every item of `tools/list`, `resources/list`, `resources/templates/list` or `prompts/list`,
+        with the list's cache hint (tools/mcp/cache_hints.py)."""
+        key, request = _LISTS[method]
+        return await self._listing(method, key, lambda c: request(params=types.PaginatedRequestParams(cursor=c)), timeout)
 
     async def _call_page(self, method: str, request: Any, timeout: float | None) -> dict[str, Any]:
         t = timeout or self.config.call_timeout
