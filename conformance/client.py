@@ -127,6 +127,11 @@ async def session(config: ServerConfig, scenario: str, context: dict[str, Any]) 
         listed = await conn.list_tools()
         if scenario in ("http-custom-headers", "sep-2322-client-request-state"):
             await every_tool(conn, listed, context)
+        elif scenario == "json-schema-2020-12-preservation":
+            # The scenario's script: hand the focal tool's input schema, as listed (the inspector
+            # stores the raw definition, tools.models.Tool.definition / input_schema), to its echo tool.
+            schema = next(tool.get("inputSchema") for tool in listed if tool["name"] == "json_schema_2020_12_tool")
+            await conn.call_tool("json_schema_echo", {"schema": schema}, timeout=20)
         elif scenario == "http-invalid-tool-headers":
             # What the inspector stores (tools/runtime/remote.py store_tools): the tools set aside for an
             # invalid x-mcp-header are not tools; every other one is called.
