@@ -174,3 +174,17 @@ def test_the_assertion_file_is_read_only_under_its_directory(tmp_path, idp):
     with override_settings(WORKLOAD_TOKEN_DIR=str(tmp_path / "sub")):
         with pytest.raises(OAuthError, match="must be under"):
             assertion_grants.assertion_client(server)
+
+
+def test_an_import_carries_the_grant_and_its_secrets_an_export_only_the_settings(api, user, idp):
+    id_token = idp.id_token("carol")
+    oauth = {"enabled": True, "clientId": CLIENT, "clientSecret": SECRET, "grant": "token_exchange", "assertion": id_token,
+             "idpTokenEndpoint": idp.token_endpoint, "idpClientId": IDP_CLIENT, "idpClientSecret": "idp-s3cret"}
+    resp = api.post("/api/servers/import/", {"mcpServers": {"xaa": {"url": "http://127.0.0.1:9/mcp", "oauth": oauth}}})
+    assert resp.status_code == 201, resp.json()
+    server = Server.objects.get(name="xaa")
+    assert (server.oauth_grant, server.oauth_assertion, server.oauth_idp_client_secret) == ("token_exchange", id_token, "idp-s3cret")
+    assert id_token not in raw_column(server, "oauth_assertion")
+    exported = api.get("/api/servers/export/").json()["mcpServers"]["xaa"]["oauth"]
+    assert exported == {"enabled": True, "clientId": CLIENT, "grant": "token_exchange", "idpTokenEndpoint": idp.token_endpoint,
+                        "idpClientId": IDP_CLIENT}
