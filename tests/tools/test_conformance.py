@@ -19,16 +19,22 @@ NO_OAUTH = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "
 # Discovery with metadata elsewhere, a pre-registered client with client_secret_basic, a step-up,
 # the 2025-03-26 default endpoints, and 2025-03-26 metadata naming an issuer `<origin>/oauth`
 # (accepted: same origin; the RFC 8414 §3.3 issuer check must not refuse it), and a Client ID
-# Metadata Document URL as client id.
+# Metadata Document URL as client id; and an extension: enterprise-managed authorization (the ID
+# token exchanged at the IdP for an ID-JAG, then the jwt-bearer grant: tools/mcp/token_exchange.py).
 OAUTH = ["auth/metadata-var3", "auth/token-endpoint-auth-basic", "auth/pre-registration", "auth/scope-step-up",
-         "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat", "auth/basic-cimd"]
+         "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat", "auth/basic-cimd",
+         "auth/cross-app-access-complete-flow"]
 
 
 # Of the 0.2.0-alpha.12 suite's 2026-07-28 requirement set, at its wire: request _meta, the
-# RFC 9207 / RFC 8414 issuer checks, tools set aside for an invalid x-mcp-header; and two of its
-# extensions: the client credentials grant with client_secret_basic and with private_key_jwt.
+# RFC 9207 / RFC 8414 issuer checks, tools set aside for an invalid x-mcp-header, Mcp-Param-*
+# headers mirrored from x-mcp-header arguments, requestState echoed across input rounds, the
+# step-up's scope union (SEP-2350), a new registration with a new authorization server (SEP-2352);
+# and two of its extensions: the client credentials grant with client_secret_basic and with private_key_jwt.
 REQUIRED_2026 = ["request-metadata", "auth/iss-supported-missing", "auth/metadata-issuer-mismatch",
-                 "http-invalid-tool-headers", "auth/client-credentials-basic", "auth/client-credentials-jwt"]
+                 "http-invalid-tool-headers", "http-custom-headers", "sep-2322-client-request-state",
+                 "auth/scope-step-up", "auth/authorization-server-migration",
+                 "auth/client-credentials-basic", "auth/client-credentials-jwt"]
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def load(tool_call_id) -> ToolCall | None:
     largest single cost per call (py-spy under bench/hot_path.py: 28% of the worker's Python time);
     then the server's own read was the next (~10%). The call's and the server's columns become
     instances as the ORM makes them (inspector/sql_columns.py); the tool's three columns are
-    attributes of the call (`tool_is_app`, `tool_policy`, `tool_output_schema`).
+    attributes of the call (`tool_is_app`, `tool_policy`, `tool_output_schema`, `tool_input_schema`).
     """
     call_columns, server_columns, sql = _load_query()
     with connection.cursor() as cursor:
@@ -86,9 +86,10 @@ def load(tool_call_id) -> ToolCall | None:
         return None
     call = call_columns.build(row[: len(call_columns)])
     server = server_columns.build_or_none(row[len(call_columns): len(call_columns) + len(server_columns)])
-    call.tool_is_app, call.tool_policy, output_schema = row[len(call_columns) + len(server_columns):]
-    # An extra column: no JSON field converts it.
+    call.tool_is_app, call.tool_policy, output_schema, input_schema = row[len(call_columns) + len(server_columns):]
+    # Extra columns: no JSON field converts them.
     call.tool_output_schema = json.loads(output_schema) if isinstance(output_schema, (str, bytes)) else output_schema
+    call.tool_input_schema = json.loads(input_schema) if isinstance(input_schema, (str, bytes)) else input_schema
     ToolCall.server.field.set_cached_value(call, server)
     return call
 
@@ -105,7 +106,7 @@ def _load_query() -> tuple[Columns, Columns, str]:
     q = connection.ops.quote_name
     sql = (
         f"SELECT {call_columns.sql}, {server_columns.sql}, t.{col(t, 'is_app')}, t.{col(t, 'projection_policy')}, "
-        f"t.{col(t, 'output_schema')} "
+        f"t.{col(t, 'output_schema')}, t.{col(t, 'input_schema')} "
         f"FROM {q(c.db_table)} c "
         f"LEFT JOIN {q(s.db_table)} s ON s.{q(s.pk.column)} = c.{col(c, 'server')} "
         f"LEFT JOIN {q(t.db_table)} t ON t.{col(t, 'server')} = c.{col(c, 'server')} AND t.{col(t, 'name')} = c.{col(c, 'tool_name')} "
