@@ -144,7 +144,7 @@ class Client:
         if resp.status == 200 and body.get("status") == "succeeded":
             times.append(elapsed)
         else:
-            self.errors.append(f"{resp.status} {str(body)[:200]}")
+            self.errors.append(f"{text.split(':')[1]}, {elapsed / 1000:.1f} s: {resp.status} {str(body)[:200]}")  # series, wait
         return body.get("id", "")
 
     async def get(self, call_id: str) -> None:
