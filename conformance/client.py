@@ -20,11 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2  # noqa: E402
 
-from tools.mcp import oauth_flow, oauth_grants, tool_headers  # noqa: E402
+from tools.mcp import dpop, oauth_flow, oauth_grants, tool_headers  # noqa: E402
 from tools.mcp.config import ServerConfig  # noqa: E402
 from tools.mcp.connection import Connection  # noqa: E402
-from tools.mcp.errors import ConnectionFailed  # noqa: E402
 from tools.mcp.elicitation import with_defaults  # noqa: E402
+from tools.mcp.errors import ConnectionFailed  # noqa: E402
+from tools.mcp.http import BEARER_TOKENS  # noqa: E402
 
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
@@ -55,10 +56,11 @@ async def answer(method: str, params: dict[str, Any], tag: Any) -> dict[str, Any
     return {}
 
 
-async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[str, str]:
+async def sign_in(url: str, context: dict[str, Any], scope: str = "", proofer: dpop.Proofer | None = None) -> dict[str, str]:
     """The inspector's sign-in (tools/mcp/oauth_flow.py) with the browser's part done at once: the
     authorization URL is fetched and its redirect read. A pre-registered client comes in the
-    scenario's context."""
+    scenario's context. With `proofer` (DPoP on), the token is DPoP-bound: the caller sends it
+    through the connection's DPoP auth instead of a header, and this answers no header."""
     settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),
                                          metadata_url=CLIENT_METADATA_URL, scope=scope)
     steps = oauth_flow.Steps()
@@ -70,7 +72,10 @@ async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[st
         raise oauth_flow.OAuthError("The authorization server's redirect carries another state.")
     secret = (begun.registered or {}).get("client_secret") or settings.client_secret
     token = await oauth_flow.exchange_code(begun.context, query.get("code", [""])[0], query.get("iss", [None])[0],
-                                           REDIRECT_URI, begun.code_verifier, secret, steps)
+                                           REDIRECT_URI, begun.code_verifier, secret, steps, dpop=proofer)
+    if token.token_type == "DPoP":
+        BEARER_TOKENS[DPOP_KEY] = token.access_token
+        return {}
     return {"Authorization": f"Bearer {token.access_token}"}
 
 
@@ -110,6 +115,11 @@ async def machine_token(url: str, context: dict[str, Any]) -> dict[str, str]:
     return {"Authorization": f"Bearer {token.access_token}"}
 
 
+# The auth/dpop scenarios (the DPoP extension): the inspector's "DPoP" server setting on; the
+# connection's key in tools/mcp/dpop.PROOFERS and BEARER_TOKENS, as tools/runtime/oauth.py sets them.
+DPOP_KEY = "conformance-dpop"
+
+
 NEEDS_SCOPE = re.compile(r"needs the scope “([^”]*)”")
 
 
@@ -119,16 +129,19 @@ async def run(url: str, scenario: str) -> None:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     headers: dict[str, str] = {}
     scope = ""
+    proofer = dpop.register(DPOP_KEY, dpop.new_private_key()) if scenario.startswith("auth/dpop") else None
     for attempt in range(3):
-        config = ServerConfig(name=f"conformance-{scenario}", transport="streamable_http", url=url, headers=headers)
+        bound = DPOP_KEY in BEARER_TOKENS
+        config = ServerConfig(name=f"conformance-{scenario}", transport="streamable_http", url=url, headers=headers,
+                              key=DPOP_KEY if bound else None, bearer=bound, dpop=bound)
         try:
             return await session(config, scenario)
         except ConnectionFailed as exc:
             needed = NEEDS_SCOPE.search(str(exc))
             if "401" in str(exc) and not headers and scenario.startswith("auth/client-credentials-"):
                 headers = await machine_token(url, context)
-            elif "401" in str(exc) and not headers:
-                headers = await sign_in(url, context)
+            elif "401" in str(exc) and not headers and not bound:
+                headers = await sign_in(url, context, proofer=proofer)
             elif needed and attempt < 2 and not set(needed.group(1).split()) <= set(scope.split()):
                 scope = " ".join(dict.fromkeys([*scope.split(), *needed.group(1).split()]))
                 headers = await sign_in(url, context, scope)
