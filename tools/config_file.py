@@ -1,8 +1,12 @@
 """Import and export of the common `{"mcpServers": {name: {...}}}` configuration format.
 
 An HTTP server that signs in with OAuth carries `"oauth": {"enabled": true, "clientId": …,
-"clientSecret": …, "scopes": [...]}` (the shape Gemini CLI reads); export leaves the client
-secret out, as it masks every other secret. Each user's tokens never leave: they sign in again.
+"clientSecret": …, "scopes": [...]}` (the shape Gemini CLI reads), plus this app's own non-secret
+settings when they are not the defaults: `"grantType"` (`client_credentials`), `"clientAuth"`
+(the token endpoint authentication method) and `"dpop": true` (DPoP-bound tokens). Export leaves
+the client secret, the private key and the DPoP key out, as it masks every other secret; a
+client-credentials server imported back needs its secret or key entered again. Each user's tokens
+never leave: they sign in again.
 """
 
 from __future__ import annotations
@@ -51,11 +55,17 @@ def oauth_form_data(oauth: Any) -> dict[str, str]:
         scopes = scopes.split()
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise ValueError("`oauth.scopes` must be a list of strings")
-    for key in ("clientId", "clientSecret"):
+    for key in ("clientId", "clientSecret", "grantType", "clientAuth"):
         if not isinstance(oauth.get(key, ""), (str, type(None))):
             raise ValueError(f"`oauth.{key}` must be a string")
-    return {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
-            "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes)}
+    if not isinstance(oauth.get("dpop", False), bool):
+        raise ValueError("`oauth.dpop` must be true or false")
+    data = {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
+            "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes),
+            "oauth_grant": oauth.get("grantType") or "", "oauth_client_auth": oauth.get("clientAuth") or ""}
+    if oauth.get("dpop"):
+        data["oauth_dpop"] = "on"
+    return data
 
 
 def import_servers(document: dict[str, Any], user) -> tuple[list[Server], list[dict[str, str]]]:
@@ -104,6 +114,12 @@ def export_servers(servers: Iterable[Server]) -> dict[str, Any]:
                 oauth["clientId"] = server.oauth_client_id
             if server.oauth_scope:
                 oauth["scopes"] = server.oauth_scope.split()
-            entry["oauth"] = oauth  # no clientSecret: a secret, like the masked ones above
+            if server.oauth_grant != "authorization_code":
+                oauth["grantType"] = server.oauth_grant
+            if server.oauth_client_auth:
+                oauth["clientAuth"] = server.oauth_client_auth
+            if server.oauth_dpop:
+                oauth["dpop"] = True
+            entry["oauth"] = oauth  # no clientSecret, private key or DPoP key: secrets, like the masked ones above
         out[server.name] = entry
     return {"mcpServers": out}

@@ -94,7 +94,7 @@ class ServerForm(forms.ModelForm):
     class Meta:
         model = Server
         fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "auth", "oauth_client_id",
-                  "oauth_client_secret", "oauth_scope", "oauth_grant", "oauth_client_auth", "oauth_private_key", "shared", "enabled", "projection_policy", "roots", "log_level",
+                  "oauth_client_secret", "oauth_scope", "oauth_grant", "oauth_client_auth", "oauth_private_key", "oauth_dpop", "shared", "enabled", "projection_policy", "roots", "log_level",
                   "call_timeout"]
         widgets = {"oauth_client_secret": forms.PasswordInput(render_value=True),
                    "oauth_private_key": forms.Textarea(attrs={"rows": 3})}
@@ -217,6 +217,7 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
             auth=instance.auth, oauth_client_id=instance.oauth_client_id, oauth_scope=instance.oauth_scope,
             oauth_client_secret=MASK if instance.oauth_client_secret else "", oauth_grant=instance.oauth_grant,
             oauth_client_auth=instance.oauth_client_auth, oauth_private_key=MASK if instance.oauth_private_key else "",
+            oauth_dpop=instance.oauth_dpop,
         )
     else:
         data.update(enabled=True, projection_policy=Policy.CONTENT_FIRST, auth="none")
@@ -225,7 +226,7 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
         if not isinstance(data.get(key), str):
             data[key] = json.dumps(data.get(key) if data.get(key) is not None else ({} if key not in ("args", "roots") else []))
     # Checkboxes: a form treats a missing key as False.
-    for key in ("shared", "enabled"):
+    for key in ("shared", "enabled", "oauth_dpop"):
         if not data.get(key):
             data.pop(key, None)
     return data

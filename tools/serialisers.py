@@ -28,6 +28,7 @@ def server_json(server: Server) -> dict[str, Any]:
         "oauth_grant": server.oauth_grant,
         "oauth_client_auth": server.oauth_client_auth,
         "oauth_private_key": MASK if server.oauth_private_key else "",
+        "oauth_dpop": server.oauth_dpop,  # the DPoP key itself never leaves
         "owner": server.owner.get_username(),
         "shared": server.shared,
         "enabled": server.enabled,

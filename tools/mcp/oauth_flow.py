@@ -305,7 +305,10 @@ async def _post_token(steps: Steps, step: str, request: httpx2.Request, dpop: Pr
             dpop.sign(request)
             response = await steps.send(http, f"{step}, again with the DPoP nonce", request)
     if response.status_code != 200:
-        raise OAuthError(f"The token endpoint answered {response.status_code}: {_error_text(response.text)}")
+        hint = ""
+        if dpop is None and ("dpop" in response.text.lower() or "dpop" in response.headers.get("WWW-Authenticate", "").lower()):
+            hint = " (it wants DPoP: turn on “DPoP-bound tokens” in the server's settings)"
+        raise OAuthError(f"The token endpoint answered {response.status_code}: {_error_text(response.text)}{hint}")
     try:
         return (BoundToken if dpop is not None else OAuthToken).model_validate_json(response.content)
     except ValidationError:
