@@ -55,6 +55,8 @@ def test_a_dpop_server_gets_a_bound_token_and_every_request_proves_the_key(api, 
     assert second["dpop"] is True and second["token_sha256_16"] == first["token_sha256_16"]
     grant = OAuthGrant.objects.get(server=server, user=user)
     assert grant.token_type == "DPoP" and grant.status == "active"
+    assert api.get(f"/api/servers/{server.pk}/oauth/").json()["oauth"]["grant"]["token_type"] == "DPoP"
+    assert "DPoP-bound" in api.client.get(f"/servers/{server.pk}/").content.decode()
     server.refresh_from_db()
     assert server.oauth_dpop_key.startswith("-----BEGIN PRIVATE KEY-----")  # generated on first use
     with connection.cursor() as cursor:
