@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 
 from tests.helpers import finished_call, start_api_call
+from tests.tools.test_oauth import sign_in
 from tools.models import OAuthGrant, Server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
@@ -28,6 +29,16 @@ def dpop_http():
     from tests.mcp_servers.launch import start_server
 
     server = start_server("oauth_server.py", "http", "--client-credentials", f"{CLIENT}:{SECRET}", "--dpop-nonce")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def dpop_short_http():
+    """Sign-ins (the authorization code) whose tokens live 5 s: every request refreshes first."""
+    from tests.mcp_servers.launch import start_server
+
+    server = start_server("oauth_server.py", "http", "--dpop-nonce", "--token-seconds", "5")
     yield server
     server.stop()
 
@@ -68,6 +79,18 @@ def test_a_dpop_server_gets_a_bound_token_and_every_request_proves_the_key(api, 
     assert exported["oauth"] == {"enabled": True, "clientId": CLIENT, "grantType": "client_credentials",
                                  "clientAuth": "client_secret_basic", "dpop": True}
     assert "PRIVATE KEY" not in json.dumps(exported) and SECRET not in json.dumps(exported)
+
+
+def test_a_sign_in_and_its_refreshes_are_dpop_bound_too(client, api, user, dpop_short_http):
+    server = Server.objects.create(name="signed", transport="streamable_http", url=dpop_short_http.url, owner=user,
+                                   auth="oauth", oauth_dpop=True)
+    assert sign_in(client, server).status == "signed_in"  # the code exchange: a proof, the nonce, a DPoP token
+    signed = OAuthGrant.objects.get(server=server, user=user)
+    assert signed.token_type == "DPoP"
+    seen = whoami(api, server)  # the token expires within a minute: refreshed first, with a proof
+    refreshed = OAuthGrant.objects.get(server=server, user=user)
+    assert refreshed.access_token != signed.access_token and refreshed.token_type == "DPoP"
+    assert seen["dpop"] is True and seen["subject"] == "user-1"
 
 
 def test_without_the_setting_the_error_says_to_turn_it_on(api, user, dpop_http):
