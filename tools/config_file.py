@@ -1,12 +1,12 @@
 """Import and export of the common `{"mcpServers": {name: {...}}}` configuration format.
 
 An HTTP server that signs in with OAuth carries `"oauth": {"enabled": true, "clientId": …,
-"clientSecret": …, "scopes": [...]}` (the shape Gemini CLI reads), plus this app's own non-secret
-settings when they are not the defaults: `"grantType"` (`client_credentials`), `"clientAuth"`
-(the token endpoint authentication method) and `"dpop": true` (DPoP-bound tokens). Export leaves
-the client secret, the private key and the DPoP key out, as it masks every other secret; a
-client-credentials server imported back needs its secret or key entered again. Each user's tokens
-never leave: they sign in again.
+"clientSecret": …, "scopes": [...]}` (the shape Gemini CLI reads); export leaves the client
+secret out, as it masks every other secret. Each user's tokens never leave: they sign in again.
+A grant without a sign-in (tools/mcp/oauth_grants.py, tools/mcp/token_exchange.py) adds its
+non-secret settings: `grant`, `clientAuth`, `idpTokenEndpoint`, `idpClientId`, `assertionFile`;
+an import also reads the secrets `assertion` and `idpClientSecret` (and `privateKey`), never exported.
+`"dpop": true` says the server's tokens are DPoP-bound (its DPoP key is never exported either).
 """
 
 from __future__ import annotations
@@ -55,17 +55,24 @@ def oauth_form_data(oauth: Any) -> dict[str, str]:
         scopes = scopes.split()
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise ValueError("`oauth.scopes` must be a list of strings")
-    for key in ("clientId", "clientSecret", "grantType", "clientAuth"):
+    for key in ("clientId", "clientSecret", *OAUTH_SETTINGS):
         if not isinstance(oauth.get(key, ""), (str, type(None))):
             raise ValueError(f"`oauth.{key}` must be a string")
     if not isinstance(oauth.get("dpop", False), bool):
         raise ValueError("`oauth.dpop` must be true or false")
-    data = {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
-            "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes),
-            "oauth_grant": oauth.get("grantType") or "", "oauth_client_auth": oauth.get("clientAuth") or ""}
+    extra = {field: oauth[key] for key, field in OAUTH_SETTINGS.items() if oauth.get(key)}
     if oauth.get("dpop"):
-        data["oauth_dpop"] = "on"
-    return data
+        extra["oauth_dpop"] = "on"
+    return {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
+            "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes), **extra}
+
+
+# `oauth` keys beyond the common ones, and the server settings they are; the secrets are read on
+# import only (SECRET_OAUTH_SETTINGS), never exported.
+OAUTH_SETTINGS = {"grant": "oauth_grant", "clientAuth": "oauth_client_auth", "idpTokenEndpoint": "oauth_idp_token_endpoint",
+                  "idpClientId": "oauth_idp_client_id", "assertionFile": "oauth_assertion_file", "assertion": "oauth_assertion",
+                  "idpClientSecret": "oauth_idp_client_secret", "privateKey": "oauth_private_key"}
+SECRET_OAUTH_SETTINGS = {"assertion", "idpClientSecret", "privateKey"}
 
 
 def import_servers(document: dict[str, Any], user) -> tuple[list[Server], list[dict[str, str]]]:
@@ -115,11 +122,11 @@ def export_servers(servers: Iterable[Server]) -> dict[str, Any]:
             if server.oauth_scope:
                 oauth["scopes"] = server.oauth_scope.split()
             if server.oauth_grant != "authorization_code":
-                oauth["grantType"] = server.oauth_grant
-            if server.oauth_client_auth:
-                oauth["clientAuth"] = server.oauth_client_auth
+                for key, field in OAUTH_SETTINGS.items():
+                    if key not in SECRET_OAUTH_SETTINGS and getattr(server, field):
+                        oauth[key] = getattr(server, field)
             if server.oauth_dpop:
                 oauth["dpop"] = True
-            entry["oauth"] = oauth  # no clientSecret, private key or DPoP key: secrets, like the masked ones above
+            entry["oauth"] = oauth  # no clientSecret nor SECRET_OAUTH_SETTINGS: secrets, like the masked ones above
         out[server.name] = entry
     return {"mcpServers": out}

@@ -28,6 +28,11 @@ def server_json(server: Server) -> dict[str, Any]:
         "oauth_grant": server.oauth_grant,
         "oauth_client_auth": server.oauth_client_auth,
         "oauth_private_key": MASK if server.oauth_private_key else "",
+        "oauth_assertion": MASK if server.oauth_assertion else "",
+        "oauth_assertion_file": server.oauth_assertion_file,
+        "oauth_idp_token_endpoint": server.oauth_idp_token_endpoint,
+        "oauth_idp_client_id": server.oauth_idp_client_id,
+        "oauth_idp_client_secret": MASK if server.oauth_idp_client_secret else "",
         "oauth_dpop": server.oauth_dpop,  # the DPoP key itself never leaves
         "owner": server.owner.get_username(),
         "shared": server.shared,

@@ -76,7 +76,7 @@ def test_a_dpop_server_gets_a_bound_token_and_every_request_proves_the_key(api, 
     shown = api.get(f"/api/servers/{server.pk}/").json()
     assert shown["oauth_dpop"] is True and "oauth_dpop_key" not in shown and "PRIVATE KEY" not in json.dumps(shown)
     exported = api.get("/api/servers/export/").json()["mcpServers"]["bound"]
-    assert exported["oauth"] == {"enabled": True, "clientId": CLIENT, "grantType": "client_credentials",
+    assert exported["oauth"] == {"enabled": True, "clientId": CLIENT, "grant": "client_credentials",
                                  "clientAuth": "client_secret_basic", "dpop": True}
     assert "PRIVATE KEY" not in json.dumps(exported) and SECRET not in json.dumps(exported)
 
@@ -102,7 +102,7 @@ def test_without_the_setting_the_error_says_to_turn_it_on(api, user, dpop_http):
 
 def test_an_import_keeps_the_auth_settings(api, user):
     document = {"mcpServers": {"again": {"url": "http://127.0.0.1:9/mcp", "oauth": {
-        "enabled": True, "clientId": CLIENT, "clientSecret": SECRET, "grantType": "client_credentials",
+        "enabled": True, "clientId": CLIENT, "clientSecret": SECRET, "grant": "client_credentials",
         "clientAuth": "client_secret_post", "dpop": True}}}}
     resp = api.post("/api/servers/import/", document)
     assert resp.status_code == 201, resp.json()
