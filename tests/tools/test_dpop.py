@@ -91,6 +91,9 @@ def test_a_sign_in_and_its_refreshes_are_dpop_bound_too(client, api, user, dpop_
     refreshed = OAuthGrant.objects.get(server=server, user=user)
     assert refreshed.access_token != signed.access_token and refreshed.token_type == "DPoP"
     assert seen["dpop"] is True and seen["subject"] == "user-1"
+    Server.objects.filter(pk=server.pk).update(oauth_dpop=False)  # turned off: the token stays bound to the key
+    again = whoami(api, server)  # refreshed again, still with a proof
+    assert again["dpop"] is True and again["token_sha256_16"] != seen["token_sha256_16"]
 
 
 def test_without_the_setting_the_error_says_to_turn_it_on(api, user, dpop_http):

@@ -32,6 +32,7 @@ def test_a_proof_is_signed_by_the_key_whose_public_jwk_it_carries(proofer):
     assert claims["htm"] == "POST" and claims["htu"] == "https://as.example/token"  # no query, no fragment
     assert isinstance(claims["jti"], str) and abs(claims["iat"] - time.time()) < 5
     assert "ath" not in claims and "nonce" not in claims
+    assert verified(proofer.proof("GET", "http://[::1]:8000/mcp?session=1"))[1]["htu"] == "http://[::1]:8000/mcp"
     other = dpop.Proofer(dpop.new_private_key())
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(proofer.proof("POST", "https://as.example/token"), jwt.PyJWK(other.public_jwk, "ES256").key,

@@ -69,8 +69,9 @@ def jwk_thumbprint(jwk: dict[str, str]) -> str:
 def target_uri(url: httpx2.URL | str) -> str:
     """`htu`: the request's URI without query and fragment (RFC 9449 §4.2)."""
     url = httpx2.URL(str(url))
+    host = f"[{url.host}]" if ":" in url.host else url.host  # an IPv6 address, bracketed as in the URL
     port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
+    return f"{url.scheme}://{host}{port}{url.path}"
 
 
 def _origin(url: httpx2.URL | str) -> str:

@@ -70,10 +70,11 @@ def _client_secret(server: Server, client_id: str) -> str:
     return (stored.get("client_secret") or "") if stored.get("client_id") == client_id else ""
 
 
-def dpop_proofer(server: Server) -> dpop.Proofer | None:
-    """The server's DPoP key when its "DPoP-bound tokens" setting is on: generated on first use and
-    stored encrypted (once, even with two workers at it), never replaced (its tokens are bound to it)."""
-    if not server.oauth_dpop:
+def dpop_proofer(server: Server, bound: bool = False) -> dpop.Proofer | None:
+    """The server's DPoP key when its "DPoP-bound tokens" setting is on (or the token to refresh is
+    bound already, the setting turned off since): generated on first use and stored encrypted (once,
+    even with two workers at it), never replaced (its tokens are bound to it)."""
+    if not (server.oauth_dpop or bound):
         return None
     if not server.oauth_dpop_key:
         with transaction.atomic():
@@ -139,7 +140,7 @@ def _refresh(grant: OAuthGrant) -> OAuthGrant:
     try:
         token = asyncio.run(oauth_flow.refresh(grant.token_endpoint, grant.refresh_token, grant.client_id,
                                                _client_secret(grant.server, grant.client_id), grant.resource, Steps(),
-                                               dpop=dpop_proofer(grant.server)))
+                                               dpop=dpop_proofer(grant.server, bound=grant.token_type == "DPoP")))
     except OAuthError as exc:
         now = OAuthGrant.objects.select_related("server").filter(pk=grant.pk).first()
         if now is not None and now.status == OAuthGrant.Status.ACTIVE and now.access_token != grant.access_token:
