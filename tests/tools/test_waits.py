@@ -53,3 +53,19 @@ def test_waits_ended_without_a_cancel_make_no_new_connection(monkeypatch):
         return len(made) - before
 
     assert run_async(calls, waits.wait_announced, 20) == 0
+
+
+def test_a_wait_ends_when_its_call_cancels_it_even_as_the_subscription_starts():
+    """A call's `finally` awaits its cancelled watcher: a wait that outlived its cancel held the
+    call until the Cancel wait's own timeout. The first wait of an event loop is the one that meets
+    the subscription starting, so each try is on a new loop, cancelled at a different moment."""
+
+    async def cancelled_after(delay: float) -> bool:
+        watcher = asyncio.ensure_future(waits.wait_announced(waits.cancel_key(uuid.uuid4()), 60))
+        await asyncio.sleep(delay)
+        watcher.cancel()
+        done, _ = await asyncio.wait({watcher}, timeout=10)
+        return bool(done) and watcher.cancelled()
+
+    for step in range(25):
+        assert run_async(cancelled_after, step * 0.002), f"the wait outlived its cancel (after {step * 2} ms)"

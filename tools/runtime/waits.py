@@ -72,17 +72,18 @@ def push(key: str, message: dict[str, Any], ttl: int = _KEY_TTL, announce: bool 
     pipe.execute()
 
 
-_async_clients: dict[int, aredis.Redis] = {}
+_async_clients: dict[int, tuple[asyncio.AbstractEventLoop, aredis.Redis]] = {}
 
 
 def _async_client() -> aredis.Redis:
-    """One client per event loop (redis.asyncio connections belong to the loop that made them)."""
+    """One client per event loop (redis.asyncio connections belong to the loop that made them; a
+    closed loop's id may be reused by a new loop, so the loop itself is compared)."""
     loop = asyncio.get_running_loop()
-    client = _async_clients.get(id(loop))
-    if client is None:
+    made_on, client = _async_clients.get(id(loop), (None, None))
+    if made_on is not loop:
         # No socket timeout: BLPOP's own timeout bounds every wait.
         client = aredis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=None, socket_connect_timeout=5)
-        _async_clients[id(loop)] = client
+        _async_clients[id(loop)] = (loop, client)
     return client
 
 
@@ -167,14 +168,14 @@ async def wait_announced(key: str, timeout: float) -> dict[str, Any] | None:
         woken = loop.create_future()
         listening.waiting.setdefault(key, set()).add(woken)
         try:
-            if not listening.subscribed.is_set():  # first use, or Redis away: look each second meanwhile
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(listening.subscribed.wait(), min(remaining, 1.0))
             item = await _async_client().lpop(key)
             if item is not None:
                 return json.loads(item)
+            # Subscribed: the announcement wakes this (and a look every RECHECK s). Not yet, or Redis
+            # away: a look each second, and the subscription's start wakes it too. Only asyncio.wait
+            # here: Python 3.11's wait_for can swallow the cancel that ends this wait with its call.
             pause = RECHECK if listening.subscribed.is_set() else 1.0
-            await asyncio.wait({woken}, timeout=min(deadline - loop.time(), pause))
+            await asyncio.wait({woken}, timeout=min(remaining, pause))
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             if not warned:
                 log.warning("waiting on %s: Redis is unavailable (%s); trying again each second", key, exc)
