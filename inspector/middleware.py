@@ -5,6 +5,30 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from opentelemetry.trace import SpanKind
+
+from inspector import tracing
+
+
+class TraceMiddleware:
+    """Each request is where a trace starts (inspector/tracing.py): a span around it, continuing the
+    `traceparent` a client sent, current while the view runs, so the tasks it sends and the MCP
+    requests a worker makes for it carry its trace id."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        incoming = request.headers if "traceparent" in request.headers else None
+        with tracing.span(f"{request.method} {request.path}", parent=incoming, kind=SpanKind.SERVER) as span:
+            response = self.get_response(request)
+            if span.is_recording():
+                match = request.resolver_match
+                if match is not None and match.route:
+                    span.update_name(f"{request.method} /{match.route}")  # the route, not every id in the path
+                span.set_attribute("http.request.method", request.method or "")
+                span.set_attribute("http.response.status_code", response.status_code)
+            return response
 
 
 class SandboxHostMiddleware:
