@@ -71,3 +71,98 @@ def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, use
     assert [n["name"] for n in client_notes if n["method"] == "tools/call"] == ["echo"]
     assert _trace(seen_note)[0] == seen_call.trace_id  # across the worker, the trace the API request started
     assert seen_note["meta_tracestate"] is None
+
+
+class _Receiver:
+    """A small OTLP/HTTP trace receiver on loopback: the spans it was sent, decoded with opentelemetry-proto."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+            ExportTraceServiceResponse,
+        )
+
+        self.spans: list[dict] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource_spans in request.resource_spans:
+                    resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+                    for scope_spans in resource_spans.scope_spans:
+                        for span in scope_spans.spans:
+                            receiver.spans.append({"trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
+                                                   "parent": span.parent_span_id.hex(), "name": span.name,
+                                                   "role": resource.get("inspector.role"), "path": self.path})
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_spans_of_daphne_and_the_worker_are_exported_over_otlp_in_one_trace(django_db_blocker, user, traced_http):
+    """OTEL_EXPORTER_OTLP_ENDPOINT set: daphne and a worker (their own, on a Redis prefix of their own)
+    export their spans with the SDK; the web request's and the worker's share the call's trace id."""
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from inspector.models import ApiToken
+    from tests.helpers import start_daphne, start_worker, stop_process, wait_for
+
+    receiver = _Receiver()
+    from django.conf import settings
+
+    extra = {"REDIS_URL": settings.CELERY_BROKER_URL, "REDIS_PREFIX": f"otel{uuid.uuid4().hex[:6]}:", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+             "OTEL_BSP_SCHEDULE_DELAY": "100", "SWEEP_INTERVAL": "3600"}
+    server = Server.objects.create(name="traced-otlp", transport="streamable_http", url=traced_http.url, owner=user)
+    _, key = ApiToken.issue(user, "otel")
+    with django_db_blocker.unblock(), ThreadPoolExecutor(1) as starter:
+        web = starter.submit(start_daphne, "otel-daphne.log", extra)  # both start at once: the worker takes longer
+        worker = start_worker(f"otel-{uuid.uuid4().hex[:6]}@localhost", extra, "otel-worker.log")
+        app = web.result()
+    try:
+        auth = {"Authorization": f"Token {key}"}
+        assert httpx.post(f"{app.url}/api/servers/{server.pk}/refresh/", headers=auth, timeout=30).status_code == 200
+        answer = httpx.post(f"{app.url}/api/servers/{server.pk}/tools/echo/call/?wait=20", json={"arguments": {"text": "x"}},
+                            headers=auth, timeout=30)
+        assert answer.status_code == 200 and answer.json()["status"] == "succeeded", answer.text
+        trace_id = answer.json()["trace_id"]
+
+        def exported() -> bool:
+            roles = {s["role"] for s in receiver.spans if s["trace_id"] == trace_id}
+            names = {s["name"] for s in receiver.spans if s["trace_id"] == trace_id}
+            return roles == {"web", "worker"} and "MCP send tools/call echo" in names
+
+        wait_for(exported, timeout=15, message="spans of daphne and the worker at the OTLP receiver")
+        ours = [s for s in receiver.spans if s["trace_id"] == trace_id]
+        assert {s["path"] for s in receiver.spans} == {"/v1/traces"}
+        web = next(s for s in ours if s["role"] == "web")
+        assert web["name"].startswith("POST /api/servers/") and web["parent"] == ""  # where the trace starts
+        by_id = {s["span_id"]: s for s in ours}
+        mcp_send = next(s for s in ours if s["name"] == "MCP send tools/call echo")
+        call_span = by_id[mcp_send["parent"]]  # the SDK's client span is a child of the worker's call span
+        assert call_span["name"] == "tool call echo" and call_span["role"] == "worker"
+    finally:
+        stop_process(app.proc)
+        stop_process(worker)
+        receiver.stop()
