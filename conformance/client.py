@@ -20,11 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2  # noqa: E402
 
-from tools.mcp import oauth_flow, oauth_grants, tool_headers  # noqa: E402
+from tools.mcp import oauth_flow, oauth_grants, token_exchange, tool_headers  # noqa: E402
 from tools.mcp.config import ServerConfig  # noqa: E402
 from tools.mcp.connection import Connection  # noqa: E402
-from tools.mcp.errors import ConnectionFailed  # noqa: E402
 from tools.mcp.elicitation import with_defaults  # noqa: E402
+from tools.mcp.errors import ConnectionFailed  # noqa: E402
 
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
@@ -110,6 +110,25 @@ async def machine_token(url: str, context: dict[str, Any]) -> dict[str, str]:
     return {"Authorization": f"Bearer {token.access_token}"}
 
 
+# Scenarios whose client presents an assertion (tools/mcp/token_exchange.py): True where the ID
+# token is first exchanged at the enterprise IdP for an ID-JAG (SEP-990), False for a workload's
+# own JWT (WIF, SEP-1933).
+ASSERTION_SCENARIOS = {"auth/cross-app-access-complete-flow": True, "auth/enterprise-managed-authorization": True,
+                       "auth/wif-jwt-bearer": False}
+
+
+async def assertion_token(url: str, context: dict[str, Any], exchange_at_idp: bool) -> dict[str, str]:
+    """The JWT bearer grant with what the scenario hands over, as a server's settings would hold it:
+    the client id and secret at the authorization server, and the ID token with the IdP's token
+    endpoint and client id (enterprise-managed), or the workload's valid JWT (WIF)."""
+    client = token_exchange.AssertionClient(
+        client_id=context["client_id"], client_secret=context.get("client_secret", ""),
+        assertion=context.get("idp_id_token" if exchange_at_idp else "valid_jwt", ""),
+        idp_token_endpoint=context.get("idp_token_endpoint", ""), idp_client_id=context.get("idp_client_id", ""))
+    token, _ = await token_exchange.assertion_grant(url, client, oauth_flow.Steps(), exchange_at_idp)
+    return {"Authorization": f"Bearer {token.access_token}"}
+
+
 NEEDS_SCOPE = re.compile(r"needs the scope “([^”]*)”")
 
 
@@ -127,6 +146,8 @@ async def run(url: str, scenario: str) -> None:
             needed = NEEDS_SCOPE.search(str(exc))
             if "401" in str(exc) and not headers and scenario.startswith("auth/client-credentials-"):
                 headers = await machine_token(url, context)
+            elif "401" in str(exc) and not headers and scenario in ASSERTION_SCENARIOS:
+                headers = await assertion_token(url, context, ASSERTION_SCENARIOS[scenario])
             elif "401" in str(exc) and not headers:
                 headers = await sign_in(url, context)
             elif needed and attempt < 2 and not set(needed.group(1).split()) <= set(scope.split()):

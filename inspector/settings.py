@@ -320,6 +320,11 @@ CALL_WAIT_MAX = _env_float("CALL_WAIT_MAX", 300)
 # Suggestions under a prompt argument or a template variable: asked while the user types.
 COMPLETION_TIMEOUT = _env_float("COMPLETION_TIMEOUT", 5)
 
+# The JWT bearer grant (workload identity, tools/runtime/oauth.py) may read a server's assertion from
+# a file only under this directory (e.g. /var/run/secrets/tokens, where a projected token is
+# mounted); unset, no file is read: a server's settings must not make a worker send any file it can read.
+WORKLOAD_TOKEN_DIR = os.environ.get("INSPECTOR_WORKLOAD_TOKEN_DIR", "")
+
 # Multi round-trip input (2026-07-28; tools/runtime/input_rounds.py): a call that asks for input rests
 # until someone answers, at most MCP_INPUT_TIMEOUT seconds per round; a server may ask at most
 # MCP_INPUT_MAX_ROUNDS times in one call, with a requestState of at most MCP_INPUT_STATE_MAX_BYTES.

@@ -34,7 +34,8 @@ class ServerAdmin(admin.ModelAdmin):
     list_select_related = ("owner",)
     # Secrets are edited on the server pages, where they stay masked; never shown here. The URL
     # shows masked; saving it with the mask keeps the stored secrets (Server.save()).
-    exclude = ("env", "headers", "url_secrets", "oauth_client_secret", "oauth_client", "oauth_private_key")
+    exclude = ("env", "headers", "url_secrets", "oauth_client_secret", "oauth_client", "oauth_private_key", "oauth_assertion",
+               "oauth_idp_client_secret")
     readonly_fields = ("server_info", "protocol_version", "capabilities", "instructions", "last_connected_at", "last_error",
                        "set_aside_tools")
 

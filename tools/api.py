@@ -113,9 +113,9 @@ def oauth_sign_in(request: HttpRequest, pk: int) -> JsonResponse:
     server = visible_server(request, pk)
     if server.auth != "oauth":
         raise ApiError("This server does not use OAuth (set Authorization to OAuth in its settings).", status=409)
-    if server.oauth_grant == "client_credentials":
-        raise ApiError("This server uses the client credentials grant: its client gets each token itself, no sign-in.",
-                       status=409)
+    if not server.signs_in:
+        raise ApiError(f"This server uses the {server.get_oauth_grant_display()} grant: its client gets each token itself, "
+                       "no sign-in.", status=409)
     redirect_uri = request.build_absolute_uri(reverse("oauth_callback"))
     answer = lifecycle.start_sign_in(server.pk, request.user.pk, redirect_uri)
     if not answer.get("ok"):

@@ -3,6 +3,9 @@
 An HTTP server that signs in with OAuth carries `"oauth": {"enabled": true, "clientId": …,
 "clientSecret": …, "scopes": [...]}` (the shape Gemini CLI reads); export leaves the client
 secret out, as it masks every other secret. Each user's tokens never leave: they sign in again.
+A grant without a sign-in (tools/mcp/oauth_grants.py, tools/mcp/token_exchange.py) adds its
+non-secret settings: `grant`, `clientAuth`, `idpTokenEndpoint`, `idpClientId`, `assertionFile`;
+an import also reads the secrets `assertion` and `idpClientSecret` (and `privateKey`), never exported.
 """
 
 from __future__ import annotations
@@ -51,11 +54,20 @@ def oauth_form_data(oauth: Any) -> dict[str, str]:
         scopes = scopes.split()
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise ValueError("`oauth.scopes` must be a list of strings")
-    for key in ("clientId", "clientSecret"):
+    for key in ("clientId", "clientSecret", *OAUTH_SETTINGS):
         if not isinstance(oauth.get(key, ""), (str, type(None))):
             raise ValueError(f"`oauth.{key}` must be a string")
+    extra = {field: oauth[key] for key, field in OAUTH_SETTINGS.items() if oauth.get(key)}
     return {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
-            "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes)}
+            "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes), **extra}
+
+
+# `oauth` keys beyond the common ones, and the server settings they are; the secrets are read on
+# import only (SECRET_OAUTH_SETTINGS), never exported.
+OAUTH_SETTINGS = {"grant": "oauth_grant", "clientAuth": "oauth_client_auth", "idpTokenEndpoint": "oauth_idp_token_endpoint",
+                  "idpClientId": "oauth_idp_client_id", "assertionFile": "oauth_assertion_file", "assertion": "oauth_assertion",
+                  "idpClientSecret": "oauth_idp_client_secret", "privateKey": "oauth_private_key"}
+SECRET_OAUTH_SETTINGS = {"assertion", "idpClientSecret", "privateKey"}
 
 
 def import_servers(document: dict[str, Any], user) -> tuple[list[Server], list[dict[str, str]]]:
@@ -104,6 +116,10 @@ def export_servers(servers: Iterable[Server]) -> dict[str, Any]:
                 oauth["clientId"] = server.oauth_client_id
             if server.oauth_scope:
                 oauth["scopes"] = server.oauth_scope.split()
-            entry["oauth"] = oauth  # no clientSecret: a secret, like the masked ones above
+            if server.oauth_grant != "authorization_code":
+                for key, field in OAUTH_SETTINGS.items():
+                    if key not in SECRET_OAUTH_SETTINGS and getattr(server, field):
+                        oauth[key] = getattr(server, field)
+            entry["oauth"] = oauth  # no clientSecret nor SECRET_OAUTH_SETTINGS: secrets, like the masked ones above
         out[server.name] = entry
     return {"mcpServers": out}

@@ -15,8 +15,10 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
+from tools.mcp.oauth_flow import OAuthError
 from tools.mcp.url_secrets import MASK
 from tools.models import STDIO_STAFF_ONLY, Policy, Server, Transport
+from tools.runtime.assertion_grants import allowed_token_file
 from tools.runtime.deadlines import TimeoutOutOfRange, check_timeout, max_timeout
 
 
@@ -94,10 +96,14 @@ class ServerForm(forms.ModelForm):
     class Meta:
         model = Server
         fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "auth", "oauth_client_id",
-                  "oauth_client_secret", "oauth_scope", "oauth_grant", "oauth_client_auth", "oauth_private_key", "shared", "enabled", "projection_policy", "roots", "log_level",
+                  "oauth_client_secret", "oauth_scope", "oauth_grant", "oauth_client_auth", "oauth_private_key",
+                  "oauth_assertion", "oauth_assertion_file", "oauth_idp_token_endpoint", "oauth_idp_client_id",
+                  "oauth_idp_client_secret", "shared", "enabled", "projection_policy", "roots", "log_level",
                   "call_timeout"]
         widgets = {"oauth_client_secret": forms.PasswordInput(render_value=True),
-                   "oauth_private_key": forms.Textarea(attrs={"rows": 3})}
+                   "oauth_private_key": forms.Textarea(attrs={"rows": 3}),
+                   "oauth_assertion": forms.Textarea(attrs={"rows": 3}),
+                   "oauth_idp_client_secret": forms.PasswordInput(render_value=True)}
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -116,12 +122,18 @@ class ServerForm(forms.ModelForm):
         self._stored_headers = dict(instance.headers or {}) if instance.pk else {}
         self._stored_client_secret = instance.oauth_client_secret if instance.pk else ""
         self._stored_private_key = instance.oauth_private_key if instance.pk else ""
+        self._stored_assertion = instance.oauth_assertion if instance.pk else ""
+        self._stored_idp_secret = instance.oauth_idp_client_secret if instance.pk else ""
         self.fields["auth"].required = False  # absent (an import, an older API client): none
         self.fields["oauth_grant"].required = False  # absent: the authorization code
         if not self.is_bound and instance.oauth_private_key:
             self.initial["oauth_private_key"] = MASK
         if not self.is_bound and instance.oauth_client_secret:
             self.initial["oauth_client_secret"] = MASK
+        if not self.is_bound and instance.oauth_assertion:
+            self.initial["oauth_assertion"] = MASK
+        if not self.is_bound and instance.oauth_idp_client_secret:
+            self.initial["oauth_idp_client_secret"] = MASK
         self._was_stdio = bool(instance.pk) and instance.transport == Transport.STDIO
         if not (user and user.is_staff) and not self._was_stdio:
             # Offer only what this user may save; the API still answers a stdio attempt with a 403.
@@ -167,6 +179,23 @@ class ServerForm(forms.ModelForm):
         value = (self.cleaned_data.get("oauth_private_key") or "").strip()
         return self._stored_private_key if value == MASK else value
 
+    def clean_oauth_assertion(self) -> str:
+        value = (self.cleaned_data.get("oauth_assertion") or "").strip()
+        return self._stored_assertion if value == MASK else value
+
+    def clean_oauth_idp_client_secret(self) -> str:
+        value = self.cleaned_data.get("oauth_idp_client_secret") or ""
+        return self._stored_idp_secret if value == MASK else value
+
+    def clean_oauth_assertion_file(self) -> str:
+        path = (self.cleaned_data.get("oauth_assertion_file") or "").strip()
+        if path:
+            try:
+                allowed_token_file(path)
+            except OAuthError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return path
+
     def clean_oauth_grant(self) -> str:
         return self.cleaned_data.get("oauth_grant") or "authorization_code"
 
@@ -185,6 +214,8 @@ class ServerForm(forms.ModelForm):
                 self.add_error("oauth_client_secret", f"{method} needs the client's secret.")
             elif not (data.get("oauth_client_secret") or data.get("oauth_private_key")):
                 self.add_error("oauth_client_secret", "The client credentials grant needs the client's secret or private key.")
+        if data.get("auth") == "oauth" and data.get("oauth_grant") in ("token_exchange", "jwt_bearer"):
+            self._check_assertion_grant(data)
         # The raw value too: for non-staff users "stdio" is not even a valid choice.
         if transport == Transport.STDIO or self.data.get("transport") == Transport.STDIO or self._was_stdio:
             if not (self.user and self.user.is_staff):
@@ -199,6 +230,22 @@ class ServerForm(forms.ModelForm):
             elif urlsplit(url).scheme not in ("http", "https"):
                 self.add_error("url", "Only http:// and https:// URLs are allowed.")
         return data
+
+    def _check_assertion_grant(self, data: dict[str, Any]) -> None:
+        """What enterprise-managed authorization and the JWT bearer grant need (tools/mcp/token_exchange.py)."""
+        if not data.get("oauth_client_id"):
+            self.add_error("oauth_client_id", "This grant needs the client id registered at the server's authorization server.")
+        if data.get("oauth_client_auth") == "private_key_jwt":
+            self.add_error("oauth_client_auth", "With an assertion grant the client authenticates with its secret "
+                           "(client_secret_basic or client_secret_post), or not at all.")
+        if data.get("oauth_grant") == "token_exchange":
+            if not data.get("oauth_idp_token_endpoint"):
+                self.add_error("oauth_idp_token_endpoint", "Enterprise-managed authorization needs the identity provider's "
+                               "token endpoint (where the ID token is exchanged for an ID-JAG).")
+            if not data.get("oauth_assertion"):
+                self.add_error("oauth_assertion", "Enterprise-managed authorization needs the ID token from the identity provider.")
+        elif not (data.get("oauth_assertion") or data.get("oauth_assertion_file") or self.has_error("oauth_assertion_file")):
+            self.add_error("oauth_assertion", "The JWT bearer grant needs the workload's JWT, or the file it is read from.")
 
 
 def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[str, Any]:
@@ -217,6 +264,9 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
             auth=instance.auth, oauth_client_id=instance.oauth_client_id, oauth_scope=instance.oauth_scope,
             oauth_client_secret=MASK if instance.oauth_client_secret else "", oauth_grant=instance.oauth_grant,
             oauth_client_auth=instance.oauth_client_auth, oauth_private_key=MASK if instance.oauth_private_key else "",
+            oauth_assertion=MASK if instance.oauth_assertion else "", oauth_assertion_file=instance.oauth_assertion_file,
+            oauth_idp_token_endpoint=instance.oauth_idp_token_endpoint, oauth_idp_client_id=instance.oauth_idp_client_id,
+            oauth_idp_client_secret=MASK if instance.oauth_idp_client_secret else "",
         )
     else:
         data.update(enabled=True, projection_policy=Policy.CONTENT_FIRST, auth="none")

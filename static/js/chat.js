@@ -366,7 +366,8 @@ function showTurnState() {
     s.textContent = `${verb} ${shown}${Number.isNaN(since) ? "" : ` · ${formatSeconds((Date.now() - since) / 1000)}`}`;
     s.title = active.map(c => `${c.server_name}/${c.tool}: ${c.status}`).join("\n");
   }
-  if (active.length && !turnTimer) turnTimer = setInterval(showTurnState, 1000);
+  // Four ticks a second: a late tick on a busy machine must not skip a second of the counter.
+  if (active.length && !turnTimer) turnTimer = setInterval(showTurnState, 250);
   else if (!active.length && turnTimer) { clearInterval(turnTimer); turnTimer = null; }
 }
 

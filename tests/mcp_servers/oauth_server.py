@@ -14,7 +14,10 @@ path (the test's app answers on loopback for its https PUBLIC_URL) and checked (
 grant (the OAuth client credentials extension) for the client ID: authenticated with its secret
 (client_secret_basic or _post) or with a JWT signed by the private key of that public key
 (private_key_jwt, RFC 7523: iss = sub = ID, aud = this issuer); its tokens' subject is
-``machine-ID``.
+``machine-ID``. ``--assertion-key PEM_FILE`` adds the RFC 7523 JWT bearer grant for that client
+(its secret checked if it has one, else only its id): the assertion must verify with that public
+key, `aud` this issuer; an ID-JAG (`typ` ``oauth-id-jag+jwt``, SEP-990) must also name the client
+(`client_id`) and the requested `resource`. Its tokens' subject is ``assertion-SUB``.
 The authorization endpoint approves at once (a real one would show a consent page): it
 redirects to the client's redirect URI with a code, like a user who clicked "Allow". Each
 sign-in is a new "account" (``user-1``, ``user-2``…), so two inspector users get two identities.
@@ -59,7 +62,8 @@ BROKEN = {"token": False}
 ISSUER = {"supported": False, "send": "", "metadata": "", "own": ""}
 WRONG_ISSUER = "https://attacker.example.com"
 CIMD = {"fetch_base": ""}  # --cimd: where Client ID Metadata Documents are fetched from
-MACHINE = {"client_id": "", "secret": "", "public_key": ""}  # --client-credentials, --client-jwt-key
+MACHINE = {"client_id": "", "secret": "", "public_key": "", "assertion_key": ""}  # --client-credentials, --client-jwt-key, --assertion-key
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 class Provider:
@@ -305,6 +309,12 @@ def machine_client(provider: Provider, port: int) -> Any:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         form = _form(body)
+        if form.get("grant_type") == JWT_BEARER and MACHINE["assertion_key"]:
+            answer, status = jwt_bearer(provider, form, dict(scope.get("headers") or []).get(b"authorization", b"").decode(), port)
+            data = json.dumps(answer).encode()
+            await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": data})
+            return None
         if form.get("grant_type") != "client_credentials":
             replayed = {"sent": False}
 
@@ -350,6 +360,32 @@ def machine_client(provider: Provider, port: int) -> Any:
     return wrap
 
 
+def jwt_bearer(provider: Provider, form: dict[str, str], auth: str, port: int) -> tuple[dict[str, Any], int]:
+    """RFC 7523 §2.1: the token for a verified assertion (and the client, as client_credentials checks it)."""
+    import base64
+
+    import jwt
+
+    client_id = MACHINE["client_id"]
+    if MACHINE["secret"]:
+        client_ok = (auth.startswith("Basic ") and base64.b64decode(auth[6:]).decode() == f"{client_id}:{MACHINE['secret']}") or (
+            form.get("client_id") == client_id and form.get("client_secret") == MACHINE["secret"])
+    else:
+        client_ok = form.get("client_id") == client_id
+    if not client_ok:
+        return {"error": "invalid_client", "error_description": "client authentication failed"}, 401
+    try:
+        claims = jwt.decode(form.get("assertion", ""), MACHINE["assertion_key"], algorithms=["ES256", "RS256"],
+                            audience=[f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}"])
+        header = jwt.get_unverified_header(form["assertion"])
+    except (jwt.PyJWTError, KeyError) as exc:
+        return {"error": "invalid_grant", "error_description": f"assertion refused: {exc}"}, 400
+    if header.get("typ") == "oauth-id-jag+jwt" and (claims.get("client_id") != client_id or claims.get("resource") != form.get("resource")):
+        return {"error": "invalid_grant", "error_description": "the ID-JAG names another client or resource"}, 400
+    scopes = (form.get("scope") or "mcp").split()
+    return provider._issue(client_id, scopes, f"assertion-{claims.get('sub')}", form.get("resource")).model_dump(exclude_none=True), 200
+
+
 async def main(port: int) -> None:
     import uvicorn
 
@@ -371,12 +407,15 @@ if __name__ == "__main__":
     parser.add_argument("--cimd", default="", help="advertise CIMD support; fetch documents from this base URL")
     parser.add_argument("--client-credentials", default="", metavar="ID:SECRET")
     parser.add_argument("--client-jwt-key", default="", metavar="PEM_FILE", help="the public key of private_key_jwt")
+    parser.add_argument("--assertion-key", default="", metavar="PEM_FILE", help="the public key jwt-bearer assertions verify with")
     args = parser.parse_args()
     CIMD["fetch_base"] = args.cimd.rstrip("/")
     if args.client_credentials:
         MACHINE["client_id"], _, MACHINE["secret"] = args.client_credentials.partition(":")
     if args.client_jwt_key:
         MACHINE["public_key"] = Path(args.client_jwt_key).read_text()
+    if args.assertion_key:
+        MACHINE["assertion_key"] = Path(args.assertion_key).read_text()
     TOKEN_SECONDS["value"] = args.token_seconds
     ISSUER.update(supported=args.iss_supported, send=args.send_iss, metadata=args.metadata_issuer)
     anyio.run(main, args.port)

@@ -19,9 +19,11 @@ NO_OAUTH = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "
 # Discovery with metadata elsewhere, a pre-registered client with client_secret_basic, a step-up,
 # the 2025-03-26 default endpoints, and 2025-03-26 metadata naming an issuer `<origin>/oauth`
 # (accepted: same origin; the RFC 8414 §3.3 issuer check must not refuse it), and a Client ID
-# Metadata Document URL as client id.
+# Metadata Document URL as client id; and an extension: enterprise-managed authorization (the ID
+# token exchanged at the IdP for an ID-JAG, then the jwt-bearer grant: tools/mcp/token_exchange.py).
 OAUTH = ["auth/metadata-var3", "auth/token-endpoint-auth-basic", "auth/pre-registration", "auth/scope-step-up",
-         "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat", "auth/basic-cimd"]
+         "auth/2025-03-26-oauth-endpoint-fallback", "auth/2025-03-26-oauth-metadata-backcompat", "auth/basic-cimd",
+         "auth/cross-app-access-complete-flow"]
 
 
 # Of the 0.2.0-alpha.12 suite's 2026-07-28 requirement set, at its wire: request _meta, the

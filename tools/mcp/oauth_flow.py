@@ -45,7 +45,7 @@ from tools.mcp.url_secrets import mask as mask_url
 HTTP_TIMEOUT = 15.0
 EXCERPT = 4000  # characters of an HTTP answer kept per step
 SECRET_KEYS = {"access_token", "refresh_token", "id_token", "client_secret", "code", "code_verifier", "assertion",
-               "registration_access_token"}
+               "registration_access_token", "subject_token"}
 CLIENT_NAME = "MCP Inspector"
 
 

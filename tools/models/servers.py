@@ -19,6 +19,10 @@ STDIO_STAFF_ONLY = (
     "inspector's host. Ask an admin, or register the server over Streamable HTTP or SSE."
 )
 
+# The OAuth grants whose token the server's own client gets, no one signing in in a browser: each
+# user's token is got again when it expires (tools/runtime/oauth.py).
+NO_SIGN_IN_GRANTS = ("client_credentials", "token_exchange", "jwt_bearer")
+
 
 class Transport(models.TextChoices):
     STDIO = "stdio", "stdio"
@@ -103,7 +107,9 @@ class Server(models.Model):
     oauth_grant = models.CharField(
         "OAuth grant", max_length=30, default="authorization_code",
         choices=[("authorization_code", "authorization code (each user signs in)"),
-                 ("client_credentials", "client credentials (machine to machine, no sign-in)")],
+                 ("client_credentials", "client credentials (machine to machine, no sign-in)"),
+                 ("token_exchange", "enterprise-managed: ID token → ID-JAG → token (SEP-990, no sign-in)"),
+                 ("jwt_bearer", "JWT bearer: a workload's own JWT (workload identity, RFC 7523, no sign-in)")],
     )
     oauth_client_auth = models.CharField(
         "OAuth client authentication", max_length=30, blank=True, default="",
@@ -114,6 +120,25 @@ class Server(models.Model):
     )
     oauth_private_key = EncryptedTextField("OAuth private key (PEM)", blank=True, default="",
                                            help_text="private_key_jwt: the client's private key, PEM, EC or RSA (encrypted).")
+    # The assertion grants (tools/mcp/token_exchange.py): a JWT someone else issued, presented with the
+    # RFC 7523 jwt-bearer grant; enterprise-managed first exchanges it at the identity provider (RFC 8693).
+    oauth_assertion = EncryptedTextField(
+        "OAuth assertion (JWT)", blank=True, default="",
+        help_text="Enterprise-managed: the ID token from the identity provider; JWT bearer: the workload's JWT (encrypted).",
+    )
+    oauth_assertion_file = models.CharField(
+        "OAuth assertion file", max_length=500, blank=True,
+        help_text="JWT bearer: a file the workload's JWT is read from at each token request (a projected token), "
+        "instead of the assertion; only under the directory INSPECTOR_WORKLOAD_TOKEN_DIR names.",
+    )
+    oauth_idp_token_endpoint = models.URLField(
+        "identity provider token endpoint", max_length=1000, blank=True,
+        help_text="Enterprise-managed: where the ID token is exchanged for an ID-JAG (RFC 8693).",
+    )
+    oauth_idp_client_id = models.CharField("identity provider client id", max_length=300, blank=True,
+                                           help_text="Enterprise-managed: this client's id at the identity provider.")
+    oauth_idp_client_secret = EncryptedTextField("identity provider client secret", blank=True, default="",
+                                                 help_text="Enterprise-managed: its secret there, if it has one (encrypted).")
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_servers")
     shared = models.BooleanField("shared with the team", default=False)
@@ -170,6 +195,12 @@ class Server(models.Model):
             if update_fields is not None:
                 kwargs["update_fields"] = {*update_fields, "url_secrets"}
         super().save(*args, **kwargs)
+
+    @property
+    def signs_in(self) -> bool:
+        """True if each user signs in in a browser (the authorization code), False if the server's
+        client gets the tokens itself (NO_SIGN_IN_GRANTS)."""
+        return self.oauth_grant not in NO_SIGN_IN_GRANTS
 
     @property
     def masked_url(self) -> str:

@@ -32,13 +32,13 @@ from django.db import transaction
 from django.utils import timezone
 from mcp.shared.auth import OAuthToken
 
-from tools.mcp import oauth_flow, oauth_grants
+from tools.mcp import oauth_flow, oauth_grants, token_exchange
 from tools.mcp.config import ServerConfig
 from tools.mcp.errors import ConnectionFailed
 from tools.mcp.http import BEARER_TOKENS
 from tools.mcp.oauth_flow import ClientSettings, OAuthError, Steps
-from tools.runtime import cimd
 from tools.models import OAuthFlow, OAuthGrant, Server, pool_key
+from tools.runtime import assertion_grants, cimd
 
 log = logging.getLogger(__name__)
 
@@ -138,15 +138,29 @@ def machine_client(server: Server) -> oauth_grants.MachineClient:
                                       scope=server.oauth_scope)
 
 
+GRANT_NAMES = {"client_credentials": "the server's client credentials", "token_exchange": "enterprise-managed authorization",
+               "jwt_bearer": "the server's JWT bearer assertion"}
+
+
+def _machine_token(server: Server, steps: Steps) -> tuple[OAuthToken, dict[str, Any]]:
+    """A token from the server's grant without a person: client credentials, or an assertion."""
+    if server.oauth_grant == "client_credentials":
+        return asyncio.run(oauth_grants.client_credentials(server.real_url(), machine_client(server), steps))
+    client = assertion_grants.assertion_client(server)
+    return asyncio.run(token_exchange.assertion_grant(server.real_url(), client, steps, server.oauth_grant == "token_exchange"))
+
+
 def _machine_grant(server: Server, user_id: int) -> OAuthGrant:
-    """A new token from the client credentials grant, stored as this user's grant (the same client
-    for everyone, one connection per user as with sign-ins). Failing, the request fails with why."""
+    """A new token from the server's grant without a person (client credentials, or an assertion),
+    stored as this user's grant (the same client for everyone, one connection per user as with
+    sign-ins). Failing, the request fails with why; an assertion grant is not tried again here."""
     steps = Steps()
     try:
-        token, context = asyncio.run(oauth_grants.client_credentials(server.real_url(), machine_client(server), steps))
+        token, context = _machine_token(server, steps)
     except OAuthError as exc:
         OAuthGrant.objects.filter(server=server, user_id=user_id).update(status=OAuthGrant.Status.EXPIRED, error=str(exc)[:500])
-        raise SignInRequired(f"{server.name}: getting a token with the server's client credentials failed: {exc}") from None
+        raise SignInRequired(f"{server.name}: getting a token with {GRANT_NAMES.get(server.oauth_grant, 'the server grant')} "
+                             f"failed: {exc}") from None
     grant, _ = OAuthGrant.objects.update_or_create(server=server, user_id=user_id, defaults={
         **_grant_fields(token, None), "token_endpoint": context["token_endpoint"], "client_id": context["client_id"],
         "resource": context["resource"], "status": OAuthGrant.Status.ACTIVE, "error": "", "needed_scope": "",
@@ -159,7 +173,7 @@ def authorized_config(server: Server, config: ServerConfig, user_id: int | None)
     if user_id is None:
         raise SignInRequired(f"{server.name} needs each user to sign in (OAuth), and this request has no user.")
     grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id).first()
-    if server.oauth_grant == "client_credentials" and (
+    if not server.signs_in and (
             grant is None or grant.status != OAuthGrant.Status.ACTIVE
             or (grant.expires_at is not None and grant.expires_at - timezone.now() < REFRESH_BEFORE)):
         grant = _machine_grant(server, user_id)  # no person, no refresh token: the grant again
@@ -197,7 +211,7 @@ def refresh_after_401(server: Server, user_id: int | None) -> bool:
     if a new token was stored (the request, which the server did not process, may go again)."""
     if server.auth != "oauth" or user_id is None:
         return False
-    if server.oauth_grant == "client_credentials":
+    if not server.signs_in:
         try:
             _machine_grant(server, user_id)
         except SignInRequired:
