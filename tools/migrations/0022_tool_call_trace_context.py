@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools', '0020_tool_withheld_and_load_origin'),
+        ('tools', '0021_oauth_assertion_grants'),
     ]
 
     operations = [
