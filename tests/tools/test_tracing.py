@@ -43,7 +43,7 @@ def _trace(note: dict) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, user, traced_http):
+def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, user, admin_user, traced_http):
     server = Server.objects.create(name="traced", transport="streamable_http", url=traced_http.url, owner=user)
     incoming = {"HTTP_TRACEPARENT": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01", "HTTP_TRACESTATE": "inspector=test"}
 
@@ -71,6 +71,11 @@ def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, use
     assert [n["name"] for n in client_notes if n["method"] == "tools/call"] == ["echo"]
     assert _trace(seen_note)[0] == seen_call.trace_id  # across the worker, the trace the API request started
     assert seen_note["meta_tracestate"] is None
+
+    # The call page shows the trace id, to look the call up in a tracing backend.
+    api.client.force_login(admin_user)
+    page = api.client.get(f"/admin/tools/toolcall/{echo.pk}/change/").content.decode()
+    assert 'id="trace-id"' in page and f">{CLIENT_TRACE}</code>" in page
 
 
 class _Receiver:
