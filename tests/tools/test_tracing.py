@@ -78,6 +78,32 @@ def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, use
     assert 'id="trace-id"' in page and f">{CLIENT_TRACE}</code>" in page
 
 
+def test_a_chat_message_starts_the_trace_of_the_tool_calls_its_turn_makes(api, user, fake_llm, traced_http):
+    """The chat's way: the message's POST → the LLM step's task (task headers) → the tool call the
+    step stores in the worker (its row) → the MCP request."""
+    from tests.helpers import refresh_tools, wait_for
+
+    server = Server.objects.create(name="traced", transport="streamable_http", url=traced_http.url, owner=user)
+    refresh_tools(server)
+    conversation = api.post("/api/conversations/", {"model": "openai/test-model", "api_base": fake_llm.url,
+                                                     "api_key": "sk-test", "server_ids": [server.pk]}).json()["id"]
+    fake_llm.script([{"tool_calls": [{"name": "traced__echo", "arguments": {"text": "from chat"}, "id": "t1"}]},
+                     {"text": "Done."}])
+    chat_trace = "ef" * 16
+    posted = _post(api, f"/api/conversations/{conversation}/messages/", {"text": "echo"},
+                   HTTP_TRACEPARENT=f"00-{chat_trace}-{CLIENT_SPAN}-00")
+    assert posted.status_code in (200, 201, 202), posted.content
+    call = wait_for(lambda: Server.objects.get(pk=server.pk).tool_calls.filter(tool_name="echo").first(),
+                    message="the turn's tool call")
+    call = finished_call(str(call.pk))
+    assert call.status == "succeeded" and call.trace_id == chat_trace
+
+    seen_call = finished_call(start_api_call(api, server, "seen", {}))
+    notes = json.loads(seen_call.full_result.raw["content"][0]["text"])
+    echo_note = next(n for n in notes if n["method"] == "tools/call" and n["name"] == "echo")
+    assert _trace(echo_note)[0] == chat_trace
+
+
 class _Receiver:
     """A small OTLP/HTTP trace receiver on loopback: the spans it was sent, decoded with opentelemetry-proto."""
 
