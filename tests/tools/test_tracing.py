@@ -78,6 +78,30 @@ def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, use
     assert 'id="trace-id"' in page and f">{CLIENT_TRACE}</code>" in page
 
 
+def test_a_call_sent_again_without_a_trace_keeps_the_one_stored_with_it(user, traced_http):
+    """A task sent with no trace in its headers (the sweep re-sending a lost call, a retry after an
+    input round) still runs the call in the trace stored on its row."""
+    from inspector import tracing
+    from tests.helpers import refresh_tools
+    from tools.models import ToolCall
+    from tools.runtime.lifecycle import dispatch, start_tool_call
+
+    server = Server.objects.create(name="traced", transport="streamable_http", url=traced_http.url, owner=user)
+    refresh_tools(server)
+    with tracing.span("the user's action"):
+        call = start_tool_call(server=server, tool_name="echo", arguments={"text": "again"}, origin=ToolCall.Origin.MANUAL,
+                               user=user, enqueue=False)
+    assert call.trace_id and not tracing.carrier()  # no trace is current when the task is sent
+    dispatch(call.pk, call.celery_task_id)
+    assert finished_call(str(call.pk)).status == "succeeded"
+
+    seen_call = finished_call(str(start_tool_call(server=server, tool_name="seen", arguments={}, user=user,
+                                                  origin=ToolCall.Origin.MANUAL).pk))
+    notes = json.loads(seen_call.full_result.raw["content"][0]["text"])
+    echo_note = next(n for n in notes if n["method"] == "tools/call" and n["name"] == "echo")
+    assert _trace(echo_note)[0] == call.trace_id
+
+
 def test_a_chat_message_starts_the_trace_of_the_tool_calls_its_turn_makes(api, user, fake_llm, traced_http):
     """The chat's way: the message's POST → the LLM step's task (task headers) → the tool call the
     step stores in the worker (its row) → the MCP request."""
