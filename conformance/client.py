@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -55,22 +56,37 @@ async def answer(method: str, params: dict[str, Any], tag: Any) -> dict[str, Any
     return {}
 
 
-async def sign_in(url: str, context: dict[str, Any], scope: str = "") -> dict[str, str]:
+@dataclass
+class Grant:
+    """What the inspector keeps between sign-ins to one server (tools/runtime/oauth.py): the client
+    registered dynamically (on the server row, with the issuer it belongs to) and the scope the last
+    sign-in was granted (on the user's grant)."""
+
+    registered: dict[str, Any] | None = None
+    scope: str = ""
+
+
+async def sign_in(url: str, context: dict[str, Any], grant: Grant, needed: str = "") -> dict[str, str]:
     """The inspector's sign-in (tools/mcp/oauth_flow.py) with the browser's part done at once: the
     authorization URL is fetched and its redirect read. A pre-registered client comes in the
-    scenario's context."""
+    scenario's context. As the inspector's `_settings` asks: the scope granted before and the scope a
+    403 named, on top of what discovery suggests (SEP-2350: the union, not only the new scope)."""
     settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),
-                                         metadata_url=CLIENT_METADATA_URL, scope=scope)
+                                         metadata_url=CLIENT_METADATA_URL, extra_scope=oauth_flow.union(grant.scope, needed),
+                                         registered=grant.registered)
     steps = oauth_flow.Steps()
     begun = await oauth_flow.begin(url, REDIRECT_URI, settings, steps)
+    grant.registered = begun.registered or grant.registered
     async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as http:
         back = await http.get(begun.authorization_url)
     query = parse_qs(urlsplit(back.headers.get("location", "")).query)
     if query.get("state", [""])[0] != begun.state:
         raise oauth_flow.OAuthError("The authorization server's redirect carries another state.")
-    secret = (begun.registered or {}).get("client_secret") or settings.client_secret
+    registered = grant.registered or {}
+    secret = registered.get("client_secret", "") if registered.get("client_id") == begun.context["client_id"] else settings.client_secret
     token = await oauth_flow.exchange_code(begun.context, query.get("code", [""])[0], query.get("iss", [None])[0],
                                            REDIRECT_URI, begun.code_verifier, secret, steps)
+    grant.scope = token.scope or begun.context["scope"]
     return {"Authorization": f"Bearer {token.access_token}"}
 
 
@@ -82,10 +98,41 @@ def placeholder_arguments(tool: dict[str, Any]) -> dict[str, Any]:
             for name in schema.get("required") or []}
 
 
-async def session(config: ServerConfig, scenario: str) -> None:
+async def every_tool(conn: Connection, tools: list[dict[str, Any]], context: dict[str, Any]) -> None:
+    """Call each tool as someone trying them in the inspector would: with the scenario's arguments
+    when it names some (`toolCalls`), else placeholders. A call that asks for input (2026-07-28,
+    `resultType: "input_required"`) rests while the next tools are called, as in the inspector
+    (tools/runtime/input_rounds.py), then goes again with the answers and the `requestState`
+    echoed verbatim (none if the server sent none)."""
+    given = {call["name"]: call.get("arguments") or {} for call in context.get("toolCalls") or []}
+    calls = [(call["name"], call.get("arguments") or {}) for call in context.get("toolCalls") or []]
+    calls += [(tool["name"], placeholder_arguments(tool)) for tool in tools if tool["name"] not in given]
+    resting = []
+    for name, arguments in calls:
+        result = await conn.call_tool(name, arguments, timeout=20)
+        if result.get("resultType") == "input_required":
+            resting.append((name, arguments, result))
+    for name, arguments, result in resting:
+        for _ in range(3):
+            responses = {key: await answer(request.get("method", ""), request.get("params") or {}, None)
+                         for key, request in (result.get("inputRequests") or {}).items()}
+            result = await conn.call_tool(name, arguments, timeout=20, input_responses=responses,
+                                          request_state=result.get("requestState"))
+            if result.get("resultType") != "input_required":
+                break
+
+
+async def session(config: ServerConfig, scenario: str, context: dict[str, Any]) -> None:
     async with Connection(config, on_server_request=answer) as conn:
         listed = await conn.list_tools()
-        if scenario == "http-invalid-tool-headers":
+        if scenario in ("http-custom-headers", "sep-2322-client-request-state"):
+            await every_tool(conn, listed, context)
+        elif scenario == "json-schema-2020-12-preservation":
+            # The scenario's script: hand the focal tool's input schema, as listed (the inspector
+            # stores the raw definition, tools.models.Tool.definition / input_schema), to its echo tool.
+            schema = next(tool.get("inputSchema") for tool in listed if tool["name"] == "json_schema_2020_12_tool")
+            await conn.call_tool("json_schema_echo", {"schema": schema}, timeout=20)
+        elif scenario == "http-invalid-tool-headers":
             # What the inspector stores (tools/runtime/remote.py store_tools): the tools set aside for an
             # invalid x-mcp-header are not tools; every other one is called.
             kept, _ = tool_headers.set_aside(listed, conn.protocol_version)
@@ -133,26 +180,29 @@ NEEDS_SCOPE = re.compile(r"needs the scope “([^”]*)”")
 
 
 async def run(url: str, scenario: str) -> None:
-    """Connect; on a 401 sign in; on a 403 that names a scope, sign in once more asking for it too
-    (a step-up), then give up (a server that keeps asking must not loop the client)."""
+    """Connect; on a 401 sign in, as the inspector asks a user to (again, once, when the server
+    refuses the token it gave: it may now name another authorization server); on a 403 that names
+    a scope, sign in once more asking for it too (a step-up), then give up (a server that keeps
+    asking must not loop the client)."""
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     headers: dict[str, str] = {}
-    scope = ""
+    grant = Grant()
+    sign_ins = 0
     for attempt in range(3):
         config = ServerConfig(name=f"conformance-{scenario}", transport="streamable_http", url=url, headers=headers)
         try:
-            return await session(config, scenario)
+            return await session(config, scenario, context)
         except ConnectionFailed as exc:
             needed = NEEDS_SCOPE.search(str(exc))
             if "401" in str(exc) and not headers and scenario.startswith("auth/client-credentials-"):
                 headers = await machine_token(url, context)
             elif "401" in str(exc) and not headers and scenario in ASSERTION_SCENARIOS:
                 headers = await assertion_token(url, context, ASSERTION_SCENARIOS[scenario])
-            elif "401" in str(exc) and not headers:
-                headers = await sign_in(url, context)
-            elif needed and attempt < 2 and not set(needed.group(1).split()) <= set(scope.split()):
-                scope = " ".join(dict.fromkeys([*scope.split(), *needed.group(1).split()]))
-                headers = await sign_in(url, context, scope)
+            elif "401" in str(exc) and sign_ins < 2:
+                sign_ins += 1
+                headers = await sign_in(url, context, grant)
+            elif needed and attempt < 2 and not set(needed.group(1).split()) <= set(grant.scope.split()):
+                headers = await sign_in(url, context, grant, needed.group(1))
             else:
                 raise
 

@@ -21,7 +21,7 @@ from tools.forms import ServerForm, form_data_from_json
 from tools.lookups import editable_server, own_calls, visible_server
 from tools.mcp import tool_headers
 from tools.models import OAuthGrant, Server, ServerLogMessage, ServerRequest, ToolCall
-from tools.runtime import deadlines, lifecycle, stored_result
+from tools.runtime import deadlines, lifecycle, result_cache, stored_result
 from tools.runtime.events import pushes_result, tool_call_json
 from tools.runtime.lifecycle import start_tool_call
 from tools.runtime.server_requests import log_json, server_request_json
@@ -36,6 +36,7 @@ def save_server(request: HttpRequest, data: dict, instance: Server | None) -> Se
     if instance is None:
         server.owner = request.user
     server.save()
+    result_cache.forget(server.pk)  # results kept for the old settings do not hold for the new ones
     return server
 
 
@@ -63,9 +64,13 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @api_view("POST")
 def server_refresh(request: HttpRequest, pk: int) -> JsonResponse:
     server = visible_server(request, pk)
-    answer = lifecycle.ask_worker(server.pk, "refresh", {"reconnect": True}, request.user.pk, "the refresh")
+    # `?force=1`: list again even if the server said its last tools list is still fresh (ttlMs).
+    force = request.GET.get("force") in ("1", "true")
+    answer = lifecycle.ask_worker(server.pk, "refresh", {"reconnect": True, "force": force}, request.user.pk, "the refresh")
     server.refresh_from_db()
     body = {"server": server_json(server), "tools": [tool_json(t) for t in server.tools.all()]}
+    if answer.get("cached"):
+        body["cached"] = {"fresh_until": answer["fresh_until"], "fetched_at": answer["fetched_at"], "scope": answer["cache_scope"]}
     if not answer.get("ok"):
         return JsonResponse({"error": answer["error"], **body}, status=502)
     return JsonResponse(body)

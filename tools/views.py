@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.contrib import messages
@@ -20,7 +21,7 @@ from tools import callers, config_file
 from tools.forms import STDIO_STAFF_ONLY, ServerForm
 from tools.lookups import editable_server, log_servers, visible_server
 from tools.models import OAuthFlow, ResourceSubscription, RpcFrame, Server, Tool, ToolCall
-from tools.runtime import cimd, lifecycle, rpclog
+from tools.runtime import cimd, lifecycle, result_cache, rpclog
 from tools.runtime.deadlines import max_timeout, shown_timeout
 from tools.runtime.events import tool_call_json
 from tools.serialisers import oauth_json, tool_json
@@ -63,6 +64,7 @@ def _form_page(request: HttpRequest, instance: Server | None) -> HttpResponse:
                 # The old error is about the old settings; the refresh below writes a new one.
                 server.last_error = ""
             server.save()
+            result_cache.forget(server.pk)  # kept for the old settings: none of it holds for the new ones
             if server.enabled:
                 request.session[REFRESH_SESSION_KEY] = {"pk": server.pk, "since": timezone.now().isoformat()}
                 lifecycle.refresh_later(server.pk, request.user.pk)
@@ -116,8 +118,12 @@ def server_toggle(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
-    answer = _ask_worker(request, server, "refresh", {"reconnect": True})
-    if answer.get("ok"):
+    # A tools list the server said is still fresh (ttlMs) is reused, unless the user asks again anyway.
+    answer = _ask_worker(request, server, "refresh", {"reconnect": True, "force": request.POST.get("force") == "1"})
+    if answer.get("ok") and answer.get("cached"):
+        messages.info(request, f"Not listed again: the server said its tools list stays fresh until "
+                               f"{_clock(answer['fresh_until'])} UTC (its ttlMs). “Refresh anyway” lists now.")
+    elif answer.get("ok"):
         messages.success(request, f"Connected: protocol {answer.get('protocol_version') or '?'}, {answer.get('tool_count', 0)} tools.")
     else:
         messages.error(request, f"Connection failed: {answer['error']}")
@@ -132,8 +138,19 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "tools/server_detail.html",
         {"server": server, "tools": server.tools.all(), "tab": "overview", "can_edit": server.owner_id == request.user.pk,
          "refresh_since": _pending_refresh(request, server), "default_call_timeout": settings.MCP_CALL_TIMEOUT,
-         "max_call_timeout": max_timeout(), "oauth": oauth_json(server, request.user)},
+         "max_call_timeout": max_timeout(), "oauth": oauth_json(server, request.user),
+         "tools_cache": result_cache.fresh(server, "tools/list", request.user.pk)},
     )
+
+
+def _clock(iso: str) -> str:
+    """HH:MM:SS (UTC) of an ISO time a worker answered."""
+    return datetime.fromisoformat(iso).astimezone(dt_timezone.utc).strftime("%H:%M:%S")
+
+
+def _force(request: HttpRequest) -> dict:
+    """`?refresh=1`: ask the server again even if what it sent last is still fresh (its ttlMs)."""
+    return {"force": request.GET.get("refresh") == "1"}
 
 
 @login_not_required
@@ -216,11 +233,11 @@ def resources(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
     if not server.offers("resources"):
         return render(request, "tools/resources.html", {"server": server, "tab": "resources", "not_offered": True})
-    answer = _ask_worker(request, server, "resources")
+    answer = _ask_worker(request, server, "resources", _force(request))
     read = None
     uri = request.GET.get("uri", "").strip()
     if uri:
-        read = _ask_worker(request, server, "read_resource", {"uri": uri})
+        read = _ask_worker(request, server, "read_resource", {"uri": uri, **_force(request)})
         if read.get("ok"):
             read["contents"] = [_render_content(c) for c in (read["result"] or {}).get("contents", [])]
     subscribed = set(ResourceSubscription.objects.filter(server=server, user=request.user).values_list("uri", flat=True))
@@ -278,7 +295,7 @@ def prompts(request: HttpRequest, pk: int) -> HttpResponse:
     server = visible_server(request, pk)
     if not server.offers("prompts"):
         return render(request, "tools/prompts.html", {"server": server, "tab": "prompts", "not_offered": True})
-    answer = _ask_worker(request, server, "prompts")
+    answer = _ask_worker(request, server, "prompts", _force(request))
     result = None
     args: dict[str, str] = {}
     name = request.POST.get("prompt") if request.method == "POST" else None

@@ -5,8 +5,8 @@ Run: ``python tests/mcp_servers/headers.py [--transport stdio|http|sse] [--port 
 
 The SDK refuses to declare such tools, so a middleware adds them to ``tools/list`` (beside
 ``valid_header``, whose annotation is fine) and answers their ``tools/call`` itself, noting each
-name it is called with; ``called()`` says which (so a test proves a set-aside tool never reached
-the server).
+name it is called with (and the `Mcp-Param-Region` header that came with it); ``called()`` says
+which (so a test proves a set-aside tool never reached the server, and the valid one got its header).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import serve  # noqa: E402
-
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 
@@ -41,7 +40,9 @@ CALLED: list[str] = []
 async def header_tools(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     name = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
     if name in {t["name"] for t in LISTED}:
-        CALLED.append(name)
+        headers = getattr(ctx.request, "headers", None) or {}
+        region = headers.get("mcp-param-region")  # mirrored from `region` (SEP-2243), if the client did
+        CALLED.append(f"{name}(Mcp-Param-Region={region})" if region else name)
         return {"content": [{"type": "text", "text": f"{name} ran"}]}
     result = await call_next(ctx)
     if ctx.method == "tools/list" and isinstance(result, dict):

@@ -170,6 +170,39 @@ def test_a_tool_that_needs_more_scope_asks_for_a_step_up_sign_in(client, api, us
     assert done.status == "succeeded" and done.full_result.raw["content"][0]["text"].startswith("admin for user-")
 
 
+def test_signing_in_again_asks_again_for_the_scope_granted_before(client, api, user, oauth_http):
+    """SEP-2350: a new sign-in asks for the union of what the last one was granted and what is
+    needed now, so signing in again after a revoked token does not lose a step-up's `admin`
+    (discovery alone suggests only `mcp`)."""
+    server = protected(oauth_http.url, user, shared=False)
+    assert sign_in(client, server).status == "signed_in"
+    assert finished_call(start_api_call(api, server, "admin_only", {})).status == "failed"
+    assert sign_in(client, server).context["scope"] == "mcp admin"
+    assert finished_call(start_api_call(api, server, "revoke_all", {})).status == "succeeded"
+    assert finished_call(start_api_call(api, server, "whoami", {})).status == "failed"  # 401: sign in again
+    flow = sign_in(client, server)
+    assert set(flow.context["scope"].split()) == {"mcp", "admin"}
+    done = finished_call(start_api_call(api, server, "admin_only", {}))
+    assert done.status == "succeeded", done.error
+
+
+def test_another_authorization_server_gets_its_own_registration(client, api, user, oauth_http, short_tokens_http):
+    """SEP-2352: a client registered with one authorization server is not presented to another.
+    Here the server moved (its URL now names another authorization server, as a protected-resource
+    metadata that changes its `authorization_servers` does): the next sign-in registers anew."""
+    server = protected(oauth_http.url, user, shared=False)
+    first = sign_in(client, server)
+    assert "dynamic client registration" in [s["step"] for s in first.steps]
+    Server.objects.filter(pk=server.pk).update(url=short_tokens_http.url)
+    server.refresh_from_db()
+    moved = sign_in(client, server)
+    assert moved.status == "signed_in" and "dynamic client registration" in [s["step"] for s in moved.steps]
+    assert moved.context["client_id"] != first.context["client_id"]
+    server.refresh_from_db()
+    assert server.oauth_client["issuer"] == moved.context["issuer"] != first.context["issuer"]  # the one kept now
+    assert whoami(api, server)["subject"]
+
+
 def test_a_token_endpoint_that_answers_garbage_ends_the_sign_in_with_a_clear_message(client, api, user, oauth_http):
     server = protected(oauth_http.url, user, shared=False)
     assert sign_in(client, server).status == "signed_in"

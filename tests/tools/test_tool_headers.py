@@ -13,8 +13,8 @@ import html
 import pytest
 
 from tests.helpers import finished_call, start_api_call
-from tools.runtime.lifecycle import start_tool_call
 from tools.models import Server, ToolCall
+from tools.runtime.lifecycle import start_tool_call
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -59,4 +59,29 @@ def test_invalid_x_mcp_header_tools_are_set_aside_with_why_and_cannot_be_called(
     valid = finished_call(start_api_call(api, server, "valid_header", {"region": "eu"}))
     assert valid.status == "succeeded", valid.error
     seen = finished_call(start_api_call(api, server, "called", {}))
-    assert seen.full_result.raw["content"][0]["text"] == "valid_header"  # no set-aside tool reached the server
+    # No set-aside tool reached the server; the valid one came with its header.
+    assert seen.full_result.raw["content"][0]["text"] == "valid_header(Mcp-Param-Region=eu)"
+
+
+def test_a_connection_that_never_listed_sends_the_stored_tools_headers(headers_http):
+    """A worker's connection opened after the refresh (restart, another worker, idle reconnect) has
+    not listed tools: the stored input schema still gives the call its `Mcp-Param-Region` header
+    (a 2026-07-28 server that checks them refuses a call without it, HTTP 400)."""
+    import asyncio
+
+    from tools.mcp.config import ServerConfig
+    from tools.mcp.connection import Connection
+
+    schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+
+    async def call_unlisted() -> tuple[dict, dict]:
+        async with Connection(ServerConfig(name="headers", transport="streamable_http", url=headers_http.url)) as conn:
+            ran = await conn.call_tool("valid_header", {"region": "eu-west"}, timeout=10, input_schema=schema)
+            return ran, await conn.call_tool("called", {}, timeout=10)
+
+    ran, seen = asyncio.run(call_unlisted())
+    assert ran["content"][0]["text"] == "valid_header ran"
+    if headers_http.mode == "legacy":  # 2025-11-25: no Mcp-Param headers at all
+        assert seen["content"][0]["text"].endswith("valid_header")
+    else:
+        assert seen["content"][0]["text"].endswith("valid_header(Mcp-Param-Region=eu-west)")

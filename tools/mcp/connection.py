@@ -54,6 +54,8 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, JSONRPCNotification, J
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from tools.mcp import tool_headers
+from tools.mcp.cache_hints import CacheHint, Listing
 from tools.mcp.config import RAW, FrameCallback, NotificationCallback, ProgressCallback, ServerConfig, ServerRequestHook
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError, describe
 from tools.mcp.handshake import Handshake
@@ -72,6 +74,12 @@ from tools.mcp.wire_result import LEAN_METHODS, WireResult
 logger = logging.getLogger(__name__)
 
 CLIENT_INFO = types.Implementation(name="mcp-inspector", version="0.1.0")
+_LISTS = {  # method: (the result's key, the SDK request)
+    "tools/list": ("tools", types.ListToolsRequest),
+    "resources/list": ("resources", types.ListResourcesRequest),
+    "resources/templates/list": ("resourceTemplates", types.ListResourceTemplatesRequest),
+    "prompts/list": ("prompts", types.ListPromptsRequest),
+}
 _PAGE_CAP = 100  # a paginator that never ends must not hang a listing
 _CLOSE_GRACE = 8.0  # stdio shutdown is bounded by the SDK-style close-stdin/TERM/KILL sequence
 
@@ -473,17 +481,28 @@ class Connection:
         return result
 
     async def _list(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> list[dict[str, Any]]:
+        return (await self._listing(method, key, make, timeout)).items
+
+    async def _listing(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> Listing:
         items: list[dict[str, Any]] = []
+        hint: CacheHint | None = None
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(_PAGE_CAP):
             page = await self._call_page(method, make(cursor), timeout)
             items.extend(page.get(key) or [])
+            hint = CacheHint.of(page) if hint is None else hint.combine(CacheHint.of(page))
             cursor = page.get("nextCursor")
             if not cursor or cursor in seen:
                 break
             seen.add(cursor)
-        return items
+        return Listing(items, hint or CacheHint())
+
+    async def listing(self, method: str, timeout: float | None = None) -> Listing:
+        """Every item of `tools/list`, `resources/list`, `resources/templates/list` or `prompts/list`,
+        with the list's cache hint (tools/mcp/cache_hints.py)."""
+        key, request = _LISTS[method]
+        return await self._listing(method, key, lambda c: request(params=types.PaginatedRequestParams(cursor=c)), timeout)
 
     async def _call_page(self, method: str, request: Any, timeout: float | None) -> dict[str, Any]:
         t = timeout or self.config.call_timeout
@@ -537,6 +556,7 @@ class Connection:
         input_responses: dict[str, Any] | None = None,
         request_state: str | None = None,
         task_ttl_ms: int | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The raw ``tools/call`` result, unknown fields kept; never validated against outputSchema.
 
@@ -552,7 +572,12 @@ class Connection:
         With ``task_ttl_ms`` (2025-11-25 tasks) the call is task-augmented: a server that takes it
         answers at once with ``{"task": {...}}`` (a CreateTaskResult), to be followed with
         ``tasks.get`` and ``tasks.result``.
+
+        ``input_schema`` (the tool's stored one) lets a 2026-07-28 connection that has not listed the
+        tool still send its ``x-mcp-header`` arguments as ``Mcp-Param-*`` headers (tools/mcp/tool_headers.py).
         """
+        if input_schema is not None and self.is_modern:
+            tool_headers.teach(self._session(), name, input_schema)
         extra: dict[str, Any] = {}
         if input_responses is not None or request_state is not None:
             extra.update(input_responses=input_responses, request_state=request_state)

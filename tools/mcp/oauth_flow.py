@@ -107,7 +107,9 @@ class ClientSettings:
     client_secret: str = ""
     metadata_url: str = ""  # this client's Client ID Metadata Document (tools/runtime/cimd.py), if usable
     scope: str = ""  # instead of what discovery suggests
-    extra_scope: str = ""  # on top of it: what a 403 insufficient_scope asked for (a step-up)
+    # On top of it: the scope granted before and what a 403 insufficient_scope asked for (a step-up
+    # asks for the union, SEP-2350, so the new token keeps what the old one could do).
+    extra_scope: str = ""
     registered: dict[str, Any] | None = None
 
 
@@ -238,12 +240,17 @@ async def _client(http: httpx2.AsyncClient, settings: ClientSettings, asm: OAuth
     return _client_of(registered), registered
 
 
+def union(*scopes: str) -> str:
+    """Space-separated scopes, each once, in the order first seen."""
+    return " ".join(dict.fromkeys(word for scope in scopes for word in (scope or "").split()))
+
+
 async def begin(server_url: str, redirect_uri: str, settings: ClientSettings, steps: Steps) -> Begun:
     """Discovery, the client, PKCE and state: the authorization URL to send the browser to."""
     async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False) as http:
         found = await _discover(http, server_url, steps)
         asm: OAuthMetadata = found["asm"]
-        scope = " ".join(dict.fromkeys([*(settings.scope or found["scope"] or "").split(), *settings.extra_scope.split()])) or None
+        scope = union(settings.scope or found["scope"] or "", settings.extra_scope) or None
         client, registered = await _client(http, settings, asm, redirect_uri, scope, steps)
     pkce = PKCEParameters.generate()
     state = secrets.token_urlsafe(32)

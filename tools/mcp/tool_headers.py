@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.shared.inbound import find_invalid_x_mcp_header
+from mcp.client.session import ClientSession
+from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
@@ -41,3 +42,15 @@ def set_aside(tools: list[dict[str, Any]], protocol_version: str | None) -> tupl
 def find(server: Any, name: str) -> dict[str, Any] | None:
     """The set-aside entry of `server` (a tools.models.Server) named `name`, if that tool was set aside."""
     return next((entry for entry in server.set_aside_tools or [] if entry.get("name") == name), None)
+
+
+def teach(session: ClientSession, name: str, input_schema: Any) -> None:
+    """Let `session` mirror `name`'s `x-mcp-header` arguments into `Mcp-Param-*` headers from the
+    tool's stored input schema. The SDK learns a tool's headers only from a `tools/list` on the same
+    connection; a worker's connection opened after the refresh (a restart, another worker, an idle
+    reconnect) has not listed, and would send the call without them, which a server that checks
+    them refuses (HTTP 400). What the connection listed itself wins; an invalid schema teaches nothing."""
+    maps = session._x_mcp_header_maps  # the SDK's own per-tool map (ClientSession._absorb_tool_listing fills it)
+    if name in maps or not isinstance(input_schema, dict) or find_invalid_x_mcp_header(input_schema) is not None:
+        return
+    maps[name] = x_mcp_header_map(input_schema)

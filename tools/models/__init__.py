@@ -6,6 +6,7 @@ LLM may see). Code that builds LLM requests reads only `Projection`.
 """
 
 # One module per kind of row; every name stays importable from tools.models.
+from tools.models.cached import CachedResult  # noqa: F401
 from tools.models.calls import Projection, StoredJSONField, ToolCall, ToolCallQuerySet, ToolResult, embedded_ui_resource  # noqa: F401
 from tools.models.frames import RpcFrame  # noqa: F401
 from tools.models.requests import ServerLogMessage, ServerRequest, ServerRequestQuerySet  # noqa: F401

@@ -124,7 +124,8 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
     else:
         task = asyncio.ensure_future(conn.call_tool(tool_call.tool_name, tool_call.arguments or {}, timeout,
                                                     tag=live, on_progress=live.progress, max_timeout=max_timeout,
-                                                    input_responses=input_responses, request_state=request_state))
+                                                    input_responses=input_responses, request_state=request_state,
+                                                    input_schema=getattr(tool_call, "tool_input_schema", None)))
     watcher = asyncio.ensure_future(waits.wait(waits.cancel_key(tool_call.pk), max_timeout + 5))
     ending = "The tool call ended before this request was answered."
     try:

@@ -52,9 +52,11 @@ class SignInRequired(ConnectionFailed):
 def _settings(server: Server, user_id: int, redirect_uri: str) -> ClientSettings:
     """The client for this sign-in. The app's Client ID Metadata Document (tools/runtime/cimd.py) is
     offered only when the browser comes back to the one redirect URI it lists (PUBLIC_URL's)."""
-    needed = OAuthGrant.objects.filter(server=server, user_id=user_id).values_list("needed_scope", flat=True).first() or ""
+    granted, needed = OAuthGrant.objects.filter(server=server, user_id=user_id).values_list("scope", "needed_scope").first() or ("", "")
+    # A new sign-in asks again for what the last one was granted, and for what a 403 named (SEP-2350: the union).
     return ClientSettings(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
-                          metadata_url=cimd.metadata_url() if redirect_uri == cimd.redirect_uri() else "", scope=server.oauth_scope, extra_scope=needed,
+                          metadata_url=cimd.metadata_url() if redirect_uri == cimd.redirect_uri() else "", scope=server.oauth_scope,
+                          extra_scope=oauth_flow.union(granted, needed),
                           registered=server.oauth_client or None)
 
 

@@ -81,8 +81,9 @@ def load(tool_call_id) -> ToolCall | None:
     call = next(iter(ToolCall.objects.raw(_load_sql(), [pk])), None)
     if call is None:
         return None
-    if isinstance(call.tool_output_schema, (str, bytes)):  # an extra column: no JSON field converts it
-        call.tool_output_schema = json.loads(call.tool_output_schema)
+    for extra in ("tool_output_schema", "tool_input_schema"):  # extra columns: no JSON field converts them
+        if isinstance(getattr(call, extra), (str, bytes)):
+            setattr(call, extra, json.loads(getattr(call, extra)))
     server = Server.objects.filter(pk=call.server_id).order_by("pk").first() if call.server_id else None
     ToolCall.server.field.set_cached_value(call, server)
     return call
@@ -100,7 +101,7 @@ def _load_sql() -> str:
     columns = ", ".join(f"c.{q(f.column)}" for f in c.concrete_fields)
     return (
         f"SELECT {columns}, t.{col(t, 'is_app')} AS tool_is_app, t.{col(t, 'projection_policy')} AS tool_policy, "
-        f"t.{col(t, 'output_schema')} AS tool_output_schema "
+        f"t.{col(t, 'output_schema')} AS tool_output_schema, t.{col(t, 'input_schema')} AS tool_input_schema "
         f"FROM {q(c.db_table)} c "
         f"LEFT JOIN {q(t.db_table)} t ON t.{col(t, 'server')} = c.{col(c, 'server')} AND t.{col(t, 'name')} = c.{col(c, 'tool_name')} "
         f"WHERE c.{q(c.pk.column)} = %s"

@@ -18,13 +18,13 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from inspector.events import publish
+from tools.mcp import tool_headers
 from tools.mcp.connection import Connection
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError
-from tools.mcp import tool_headers
 from tools.mcp.pool import Pool, get_pool
 from tools.mcp.url_secrets import redact
 from tools.models import ResourceSubscription, Server, Tool, UiResource, parse_pool_key, pool_key
-from tools.runtime import events
+from tools.runtime import events, result_cache
 from tools.runtime.oauth import authorized_config, refresh_after_401, rejected
 from tools.runtime.rpclog import recorder
 from tools.runtime.server_requests import handle
@@ -56,6 +56,7 @@ def _resource_updated(config, params: dict, at: float) -> None:
     try:
         server_id, user_id = parse_pool_key(config.key)
         uri = str(params.get("uri") or "")
+        result_cache.forget(server_id, "resources/read", key=uri)  # the next read asks the server again
         publish(events.server_group(server_id), {
             "type": events.RESOURCE_UPDATED, "server_id": server_id, "uri": uri,
             "at": datetime.datetime.fromtimestamp(at, tz=datetime.timezone.utc).isoformat(),
@@ -87,6 +88,9 @@ def _list_changed(server_id: int, what: str, user_id: int | None = None) -> None
             sync_tools(server, user_id=user_id)  # (on an OAuth server, with the sign-in of the connection's user)
         elif what == "resources":
             UiResource.objects.filter(server=server).delete()
+            result_cache.forget(server_id, "resources/list", "resources/templates/list", "resources/read")
+        else:
+            result_cache.forget(server_id, "prompts/list")
     except Exception:  # noqa: BLE001
         log.exception("refresh after %s list_changed failed for server %s", what, server_id)
     finally:
@@ -172,13 +176,14 @@ async def _settle(conn: Connection, log_level: str | None, subscriptions: set[st
 
 
 async def _overview(conn: Connection) -> dict[str, Any]:
-    tools = await conn.list_tools()
+    listed = await conn.listing("tools/list")
     return {
         "server_info": conn.handshake.server_info or {},
         "protocol_version": conn.protocol_version or "",
         "capabilities": conn.capabilities or {},
         "instructions": conn.handshake.instructions or "",
-        "tools": tools,
+        "tools": listed.items,
+        "hint": listed.hint,
     }
 
 
@@ -198,15 +203,24 @@ def store_tools(server: Server, tools: list[dict[str, Any]], protocol_version: s
     return list(server.tools.all())
 
 
-def sync_tools(server: Server, reconnect: bool = False, user_id: int | None = None) -> dict[str, Any]:
-    """Connect (fresh when `reconnect`), list tools, and store what the server said about itself."""
+def sync_tools(server: Server, reconnect: bool = False, user_id: int | None = None, force: bool = True) -> dict[str, Any]:
+    """Connect (fresh when `reconnect`), list tools, and store what the server said about itself.
+
+    Without `force`, a tools list the server said is still fresh (its `ttlMs`, tools/runtime/result_cache.py)
+    is not asked for again: the answer is what was stored, with `cached` and `fresh_until`."""
+    if not force and (kept := result_cache.fresh(server, "tools/list", user_id)) is not None:
+        return {"server_info": server.server_info, "protocol_version": server.protocol_version,
+                "capabilities": server.capabilities, "instructions": server.instructions,
+                "tools": [tool.definition for tool in server.tools.all()], **result_cache.note(kept)}
     if reconnect:
         pool().drop_server(pool_key(server.pk, user_id if server.auth == "oauth" else None))
     info = run(server, _overview, user_id=user_id)
+    hint = info.pop("hint")
     Server.objects.filter(pk=server.pk).update(
         server_info=info["server_info"], protocol_version=info["protocol_version"], capabilities=info["capabilities"],
         instructions=info["instructions"], last_connected_at=timezone.now(), last_error="",
     )
     store_tools(server, info["tools"], info["protocol_version"])
+    result_cache.keep(server, "tools/list", hint, user_id=user_id)
     server_listed.send(sender=Server, server=server, info=info, user_id=user_id)
     return info

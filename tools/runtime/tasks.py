@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from inspector import logs
 from tools.mcp import tokens
+from tools.mcp.cache_hints import CacheHint, Listing
 from tools.mcp.errors import RemoteError
 from tools.mcp.url_secrets import redact
 from tools.models import OAuthFlow, Server, ToolCall
-from tools.runtime import oauth, pipeline, remote
+from tools.runtime import oauth, pipeline, remote, result_cache
 
 log = logging.getLogger(__name__)
 
@@ -73,23 +74,25 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
     except Server.DoesNotExist:
         return {"ok": False, "error": "This server no longer exists."}
     try:
+        force = bool(params.get("force", True))  # False: a result the server said is still fresh is reused
         if action == "refresh":
-            info = remote.sync_tools(server, reconnect=params.get("reconnect", True), user_id=user_id)
+            info = remote.sync_tools(server, reconnect=params.get("reconnect", True), user_id=user_id, force=force)
             return {"ok": True, **{k: v for k, v in info.items() if k != "tools"}, "tool_count": len(info["tools"])}
         if action == "resources":
-            async def fn(conn):
-                resources = await conn.list_resources()
-                try:
-                    templates = await conn.list_resource_templates()
-                except Exception:  # noqa: BLE001 - a server may support resources but not templates
-                    templates = []
-                return {"resources": resources, "templates": templates}
-
-            return {"ok": True, **remote.run(server, fn, user_id=user_id)}
+            return {"ok": True, **_resources(server, user_id, force)}
         if action == "read_resource":
-            return {"ok": True, "result": remote.run(server, lambda conn: conn.read_resource(params["uri"]), user_id=user_id)}
+            uri = params["uri"]
+            if not force and (kept := result_cache.fresh(server, "resources/read", user_id, uri)) is not None:
+                return {"ok": True, "result": kept.result, **result_cache.note(kept)}
+            result = remote.run(server, lambda conn: conn.read_resource(uri), user_id=user_id)
+            result_cache.keep(server, "resources/read", CacheHint.of(result), result, user_id, uri)
+            return {"ok": True, "result": result}
         if action == "prompts":
-            return {"ok": True, "prompts": remote.run(server, lambda conn: conn.list_prompts(), user_id=user_id)}
+            if not force and (kept := result_cache.fresh(server, "prompts/list", user_id)) is not None:
+                return {"ok": True, "prompts": kept.result["prompts"], **result_cache.note(kept)}
+            listed = remote.run(server, lambda conn: conn.listing("prompts/list"), user_id=user_id)
+            result_cache.keep(server, "prompts/list", listed.hint, {"prompts": listed.items}, user_id)
+            return {"ok": True, "prompts": listed.items}
         if action == "get_prompt":
             return {"ok": True, "result": remote.run(server, lambda conn: conn.get_prompt(params["name"], params.get("arguments") or {}), user_id=user_id)}
         if action == "complete":
@@ -113,6 +116,25 @@ def server_action(server_id: int, action: str, params: dict[str, Any] | None = N
         return {"ok": False, "error": f"Unknown action {action!r}."}
     except Exception as exc:  # noqa: BLE001 - shown to the person who asked
         return _error(exc)
+
+
+def _resources(server: Server, user_id: int | None, force: bool) -> dict[str, Any]:
+    """The resources and templates lists, from what was kept while both are fresh (unless `force`)."""
+    if not force and (kept := result_cache.fresh(server, "resources/list", user_id)) is not None:
+        return {**kept.result, **result_cache.note(kept)}
+
+    async def fn(conn):
+        resources = await conn.listing("resources/list")
+        try:
+            templates = await conn.listing("resources/templates/list")
+        except Exception:  # noqa: BLE001 - a server may support resources but not templates
+            templates = Listing([], resources.hint)
+        return resources, templates
+
+    resources, templates = remote.run(server, fn, user_id=user_id)
+    answer = {"resources": resources.items, "templates": templates.items}
+    result_cache.keep(server, "resources/list", resources.hint.combine(templates.hint), answer, user_id)
+    return answer
 
 
 @shared_task(name="tools.tasks.oauth_start", acks_late=False)
