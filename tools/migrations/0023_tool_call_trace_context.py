@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools', '0021_oauth_assertion_grants'),
+        ('tools', '0022_cached_results'),
     ]
 
     operations = [
