@@ -23,11 +23,23 @@ TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$")
 CLIENT_TRACE, CLIENT_SPAN = "ab" * 16, "cd" * 8
 
 
-@pytest.fixture(scope="module")
-def traced_http():
+def _start_traced():
     from tests.mcp_servers.launch import start_server
 
-    server = start_server("traced.py", "http")
+    return start_server("traced.py", "http")
+
+
+@pytest.fixture(scope="module")
+def traced_http():
+    server = _start_traced()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fresh_traced_http():
+    """A server of its own: every request it notes is this test's, the connection's opening included."""
+    server = _start_traced()
     yield server
     server.stop()
 
@@ -43,8 +55,8 @@ def _trace(note: dict) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, user, admin_user, traced_http):
-    server = Server.objects.create(name="traced", transport="streamable_http", url=traced_http.url, owner=user)
+def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, user, admin_user, fresh_traced_http):
+    server = Server.objects.create(name="traced", transport="streamable_http", url=fresh_traced_http.url, owner=user)
     incoming = {"HTTP_TRACEPARENT": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01", "HTTP_TRACESTATE": "inspector=test"}
 
     # A refresh (a task the page waits for: the context rides in the task's headers).
@@ -98,7 +110,7 @@ def test_a_call_sent_again_without_a_trace_keeps_the_one_stored_with_it(user, tr
     seen_call = finished_call(str(start_tool_call(server=server, tool_name="seen", arguments={}, user=user,
                                                   origin=ToolCall.Origin.MANUAL).pk))
     notes = json.loads(seen_call.full_result.raw["content"][0]["text"])
-    echo_note = next(n for n in notes if n["method"] == "tools/call" and n["name"] == "echo")
+    echo_note = next(n for n in notes if n["name"] == "echo" and n["arguments"] == {"text": "again"})
     assert _trace(echo_note)[0] == call.trace_id
 
 
@@ -124,7 +136,7 @@ def test_a_chat_message_starts_the_trace_of_the_tool_calls_its_turn_makes(api, u
 
     seen_call = finished_call(start_api_call(api, server, "seen", {}))
     notes = json.loads(seen_call.full_result.raw["content"][0]["text"])
-    echo_note = next(n for n in notes if n["method"] == "tools/call" and n["name"] == "echo")
+    echo_note = next(n for n in notes if n["name"] == "echo" and n["arguments"] == {"text": "from chat"})
     assert _trace(echo_note)[0] == chat_trace
 
 
