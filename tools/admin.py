@@ -164,7 +164,6 @@ class ToolCallAdmin(ReadOnlyAdmin):
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
 
-    @admin.display(description="server", ordering="server_name")
     @admin.display(description="Trace id")
     def trace(self, obj: ToolCall) -> str:
         """The W3C trace id of the action that started the call: paste it into your tracing backend
@@ -174,6 +173,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
         return format_html('<code class="trace-id" id="trace-id" title="Select to copy: the trace id to look up in your tracing backend">{}</code>',
                            obj.trace_id)
 
+    @admin.display(description="server", ordering="server_name")
     def server_label(self, obj: ToolCall) -> str:
         return obj.server_name if obj.server_id else f"{obj.server_name} (deleted)"
 
