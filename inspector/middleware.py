@@ -10,6 +10,9 @@ from opentelemetry.trace import SpanKind
 from inspector import tracing
 
 
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
 class TraceMiddleware:
     """Each request is where a trace starts (inspector/tracing.py): a span around it, continuing the
     `traceparent` a client sent, current while the view runs, so the tasks it sends and the MCP
@@ -19,7 +22,8 @@ class TraceMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        incoming = request.headers if "traceparent" in request.headers else None
+        # The trace context only: a client's `baggage` is not passed on to the MCP servers.
+        incoming = {k: request.headers[k] for k in TRACE_HEADERS if k in request.headers} or None
         with tracing.span(f"{request.method} {request.path}", parent=incoming, kind=SpanKind.SERVER) as span:
             response = self.get_response(request)
             if span.is_recording():

@@ -32,6 +32,7 @@ async def note_trace(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -
         SEEN.append({
             "method": ctx.method, "name": params.get("name"), "arguments": params.get("arguments"),
             "meta_traceparent": meta.get("traceparent"), "meta_tracestate": meta.get("tracestate"),
+            "meta_baggage": meta.get("baggage"),
             "header_traceparent": headers.get("traceparent") if headers is not None else None,
             "header_tracestate": headers.get("tracestate") if headers is not None else None,
         })

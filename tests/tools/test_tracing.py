@@ -57,7 +57,8 @@ def _trace(note: dict) -> tuple[str, str]:
 
 def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, user, admin_user, fresh_traced_http):
     server = Server.objects.create(name="traced", transport="streamable_http", url=fresh_traced_http.url, owner=user)
-    incoming = {"HTTP_TRACEPARENT": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01", "HTTP_TRACESTATE": "inspector=test"}
+    incoming = {"HTTP_TRACEPARENT": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01", "HTTP_TRACESTATE": "inspector=test",
+                "HTTP_BAGGAGE": "user.secret=not-for-servers"}
 
     # A refresh (a task the page waits for: the context rides in the task's headers).
     assert _post(api, f"/api/servers/{server.pk}/refresh/", {}, **incoming).status_code == 200
@@ -80,6 +81,7 @@ def test_every_mcp_request_carries_the_trace_started_by_the_web_request(api, use
         assert trace_id == CLIENT_TRACE, note
         assert parent != CLIENT_SPAN, note  # a child: the worker's span, not the client's own
         assert note["meta_tracestate"] == note["header_tracestate"] == "inspector=test", note
+        assert note["meta_baggage"] is None, note  # the trace context only, not the client's baggage
     assert [n["name"] for n in client_notes if n["method"] == "tools/call"] == ["echo"]
     assert _trace(seen_note)[0] == seen_call.trace_id  # across the worker, the trace the API request started
     assert seen_note["meta_tracestate"] is None
