@@ -21,11 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2  # noqa: E402
 
-from tools.mcp import oauth_flow, oauth_grants, token_exchange, tool_headers  # noqa: E402
+from tools.mcp import dpop, oauth_flow, oauth_grants, token_exchange, tool_headers  # noqa: E402
 from tools.mcp.config import ServerConfig  # noqa: E402
 from tools.mcp.connection import Connection  # noqa: E402
 from tools.mcp.elicitation import with_defaults  # noqa: E402
 from tools.mcp.errors import ConnectionFailed  # noqa: E402
+from tools.mcp.http import BEARER_TOKENS  # noqa: E402
 
 # Where an authorization server sends the browser back; the suite's approves at once and
 # redirects there with the code, which this client reads from the Location header.
@@ -64,13 +65,17 @@ class Grant:
 
     registered: dict[str, Any] | None = None
     scope: str = ""
+    proofer: dpop.Proofer | None = None  # the server's DPoP key ("DPoP-bound tokens" on: the auth/dpop scenarios)
 
 
 async def sign_in(url: str, context: dict[str, Any], grant: Grant, needed: str = "") -> dict[str, str]:
     """The inspector's sign-in (tools/mcp/oauth_flow.py) with the browser's part done at once: the
     authorization URL is fetched and its redirect read. A pre-registered client comes in the
     scenario's context. As the inspector's `_settings` asks: the scope granted before and the scope a
-    403 named, on top of what discovery suggests (SEP-2350: the union, not only the new scope)."""
+    403 named, on top of what discovery suggests (SEP-2350: the union, not only the new scope). With
+    the grant's DPoP key, the token is DPoP-bound: the connection sends it with a proof (its key in
+    tools/mcp/dpop.PROOFERS, the token in BEARER_TOKENS, as tools/runtime/oauth.py sets them), so
+    this answers no header."""
     settings = oauth_flow.ClientSettings(client_id=context.get("client_id", ""), client_secret=context.get("client_secret", ""),
                                          metadata_url=CLIENT_METADATA_URL, extra_scope=oauth_flow.union(grant.scope, needed),
                                          registered=grant.registered)
@@ -85,8 +90,11 @@ async def sign_in(url: str, context: dict[str, Any], grant: Grant, needed: str =
     registered = grant.registered or {}
     secret = registered.get("client_secret", "") if registered.get("client_id") == begun.context["client_id"] else settings.client_secret
     token = await oauth_flow.exchange_code(begun.context, query.get("code", [""])[0], query.get("iss", [None])[0],
-                                           REDIRECT_URI, begun.code_verifier, secret, steps)
+                                           REDIRECT_URI, begun.code_verifier, secret, steps, dpop=grant.proofer)
     grant.scope = token.scope or begun.context["scope"]
+    if token.token_type == "DPoP":
+        BEARER_TOKENS[DPOP_KEY] = token.access_token
+        return {}
     return {"Authorization": f"Bearer {token.access_token}"}
 
 
@@ -176,6 +184,11 @@ async def assertion_token(url: str, context: dict[str, Any], exchange_at_idp: bo
     return {"Authorization": f"Bearer {token.access_token}"}
 
 
+# The auth/dpop scenarios (the DPoP extension): the inspector's "DPoP" server setting on; the
+# connection's key in tools/mcp/dpop.PROOFERS and BEARER_TOKENS, as tools/runtime/oauth.py sets them.
+DPOP_KEY = "conformance-dpop"
+
+
 NEEDS_SCOPE = re.compile(r"needs the scope “([^”]*)”")
 
 
@@ -186,10 +199,12 @@ async def run(url: str, scenario: str) -> None:
     asking must not loop the client)."""
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     headers: dict[str, str] = {}
-    grant = Grant()
+    grant = Grant(proofer=dpop.register(DPOP_KEY, dpop.new_private_key()) if scenario.startswith("auth/dpop") else None)
     sign_ins = 0
     for attempt in range(3):
-        config = ServerConfig(name=f"conformance-{scenario}", transport="streamable_http", url=url, headers=headers)
+        bound = DPOP_KEY in BEARER_TOKENS
+        config = ServerConfig(name=f"conformance-{scenario}", transport="streamable_http", url=url, headers=headers,
+                              key=DPOP_KEY if bound else None, bearer=bound, dpop=bound)
         try:
             return await session(config, scenario, context)
         except ConnectionFailed as exc:

@@ -35,7 +35,7 @@ class ServerAdmin(admin.ModelAdmin):
     # Secrets are edited on the server pages, where they stay masked; never shown here. The URL
     # shows masked; saving it with the mask keeps the stored secrets (Server.save()).
     exclude = ("env", "headers", "url_secrets", "oauth_client_secret", "oauth_client", "oauth_private_key", "oauth_assertion",
-               "oauth_idp_client_secret")
+               "oauth_idp_client_secret", "oauth_dpop_key")
     readonly_fields = ("server_info", "protocol_version", "capabilities", "instructions", "last_connected_at", "last_error",
                        "set_aside_tools")
 

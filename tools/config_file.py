@@ -6,6 +6,7 @@ secret out, as it masks every other secret. Each user's tokens never leave: they
 A grant without a sign-in (tools/mcp/oauth_grants.py, tools/mcp/token_exchange.py) adds its
 non-secret settings: `grant`, `clientAuth`, `idpTokenEndpoint`, `idpClientId`, `assertionFile`;
 an import also reads the secrets `assertion` and `idpClientSecret` (and `privateKey`), never exported.
+`"dpop": true` says the server's tokens are DPoP-bound (its DPoP key is never exported either).
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ def oauth_form_data(oauth: Any) -> dict[str, str]:
     for key in ("clientId", "clientSecret", *OAUTH_SETTINGS):
         if not isinstance(oauth.get(key, ""), (str, type(None))):
             raise ValueError(f"`oauth.{key}` must be a string")
+    if not isinstance(oauth.get("dpop", False), bool):
+        raise ValueError("`oauth.dpop` must be true or false")
     extra = {field: oauth[key] for key, field in OAUTH_SETTINGS.items() if oauth.get(key)}
+    if oauth.get("dpop"):
+        extra["oauth_dpop"] = "on"
     return {"auth": "oauth", "oauth_client_id": oauth.get("clientId") or "",
             "oauth_client_secret": oauth.get("clientSecret") or "", "oauth_scope": " ".join(scopes), **extra}
 
@@ -120,6 +125,8 @@ def export_servers(servers: Iterable[Server]) -> dict[str, Any]:
                 for key, field in OAUTH_SETTINGS.items():
                     if key not in SECRET_OAUTH_SETTINGS and getattr(server, field):
                         oauth[key] = getattr(server, field)
+            if server.oauth_dpop:
+                oauth["dpop"] = True
             entry["oauth"] = oauth  # no clientSecret nor SECRET_OAUTH_SETTINGS: secrets, like the masked ones above
         out[server.name] = entry
     return {"mcpServers": out}

@@ -98,7 +98,7 @@ class ServerForm(forms.ModelForm):
         fields = ["name", "transport", "command", "args", "env", "cwd", "url", "headers", "auth", "oauth_client_id",
                   "oauth_client_secret", "oauth_scope", "oauth_grant", "oauth_client_auth", "oauth_private_key",
                   "oauth_assertion", "oauth_assertion_file", "oauth_idp_token_endpoint", "oauth_idp_client_id",
-                  "oauth_idp_client_secret", "shared", "enabled", "projection_policy", "roots", "log_level",
+                  "oauth_idp_client_secret", "oauth_dpop", "shared", "enabled", "projection_policy", "roots", "log_level",
                   "call_timeout"]
         widgets = {"oauth_client_secret": forms.PasswordInput(render_value=True),
                    "oauth_private_key": forms.Textarea(attrs={"rows": 3}),
@@ -267,6 +267,7 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
             oauth_assertion=MASK if instance.oauth_assertion else "", oauth_assertion_file=instance.oauth_assertion_file,
             oauth_idp_token_endpoint=instance.oauth_idp_token_endpoint, oauth_idp_client_id=instance.oauth_idp_client_id,
             oauth_idp_client_secret=MASK if instance.oauth_idp_client_secret else "",
+            oauth_dpop=instance.oauth_dpop,
         )
     else:
         data.update(enabled=True, projection_policy=Policy.CONTENT_FIRST, auth="none")
@@ -275,7 +276,7 @@ def form_data_from_json(payload: dict, instance: Server | None = None) -> dict[s
         if not isinstance(data.get(key), str):
             data[key] = json.dumps(data.get(key) if data.get(key) is not None else ({} if key not in ("args", "roots") else []))
     # Checkboxes: a form treats a missing key as False.
-    for key in ("shared", "enabled"):
+    for key in ("shared", "enabled", "oauth_dpop"):
         if not data.get(key):
             data.pop(key, None)
     return data

@@ -33,6 +33,7 @@ def server_json(server: Server) -> dict[str, Any]:
         "oauth_idp_token_endpoint": server.oauth_idp_token_endpoint,
         "oauth_idp_client_id": server.oauth_idp_client_id,
         "oauth_idp_client_secret": MASK if server.oauth_idp_client_secret else "",
+        "oauth_dpop": server.oauth_dpop,  # the DPoP key itself never leaves
         "owner": server.owner.get_username(),
         "shared": server.shared,
         "enabled": server.enabled,
@@ -70,7 +71,7 @@ def oauth_json(server: Server, user) -> dict[str, Any] | None:
     return {
         "signed_in": bool(grant and grant.status == OAuthGrant.Status.ACTIVE),
         "grant": {"status": grant.status, "error": grant.error, "scope": grant.scope, "client_id": grant.client_id,
-                  "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
+                  "token_type": grant.token_type, "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
                   "has_refresh_token": bool(grant.refresh_token), "updated_at": grant.updated_at.isoformat()} if grant else None,
         "attempts": [{"id": str(f.pk), "status": f.status, "error": f.error, "created_at": f.created_at.isoformat(),
                       "steps": f.steps} for f in flows],

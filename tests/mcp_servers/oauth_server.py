@@ -18,12 +18,18 @@ grant (the OAuth client credentials extension) for the client ID: authenticated 
 (its secret checked if it has one, else only its id): the assertion must verify with that public
 key, `aud` this issuer; an ID-JAG (`typ` ``oauth-id-jag+jwt``, SEP-990) must also name the client
 (`client_id`) and the requested `resource`. Its tokens' subject is ``assertion-SUB``.
+``--dpop`` demands DPoP-bound tokens (RFC 9449): every token request needs a valid proof (ES256,
+``htm``/``htu`` of the token endpoint, recent ``iat``), the token is answered ``token_type: DPoP`` and
+bound to the proof key's thumbprint, and each MCP request with it needs ``Authorization: DPoP`` and
+a valid proof of that key with ``ath``; ``--dpop-nonce`` also makes both the token endpoint and the MCP
+endpoint demand a nonce (``use_dpop_nonce``, once per origin, then on every proof).
 The authorization endpoint approves at once (a real one would show a consent page): it
 redirects to the client's redirect URI with a code, like a user who clicked "Allow". Each
 sign-in is a new "account" (``user-1``, ``user-2``…), so two inspector users get two identities.
 
 Tools:
-* ``whoami()`` - the account and a fingerprint of the bearer token this request carried.
+* ``whoami()`` - the account and a fingerprint of the bearer token this request carried (and
+  ``dpop``: whether it was DPoP-bound, so this request came with a valid proof of its key).
 * ``revoke_all()`` - forget every token (a revoked grant: the next request is a 401).
 * ``break_token_endpoint(on)`` - the token endpoint answers garbage (a hostile server) while on.
 * ``wait(seconds)`` - sleeps, then says which account asked.
@@ -48,7 +54,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mcp.server.auth.middleware.auth_context import get_access_token  # noqa: E402
 from mcp.server.auth.provider import (  # noqa: E402
-    AccessToken, AuthorizationCode, AuthorizationParams, RefreshToken, construct_redirect_uri,
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
@@ -64,6 +74,7 @@ WRONG_ISSUER = "https://attacker.example.com"
 CIMD = {"fetch_base": ""}  # --cimd: where Client ID Metadata Documents are fetched from
 MACHINE = {"client_id": "", "secret": "", "public_key": "", "assertion_key": ""}  # --client-credentials, --client-jwt-key, --assertion-key
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+DPOP: dict[str, Any] = {"on": False, "nonce": "", "bound": {}, "jtis": set()}  # --dpop, --dpop-nonce; token -> jkt
 
 
 class Provider:
@@ -83,8 +94,9 @@ class Provider:
 
     async def _metadata_document(self, url: str) -> OAuthClientInformationFull | None:
         """A Client ID Metadata Document, fetched (no cache) and checked: its client_id is its URL."""
-        import httpx2
         from urllib.parse import urlsplit
+
+        import httpx2
 
         async with httpx2.AsyncClient(timeout=10) as http:
             response = await http.get(CIMD["fetch_base"] + urlsplit(url).path)
@@ -167,7 +179,8 @@ def build(port: int) -> tuple[MCPServer, Provider]:
         """Who the bearer token says you are."""
         token = get_access_token()
         fingerprint = hashlib.sha256(token.token.encode()).hexdigest()[:16] if token else ""
-        return json.dumps({"subject": token.subject if token else None, "token_sha256_16": fingerprint})
+        return json.dumps({"subject": token.subject if token else None, "token_sha256_16": fingerprint,
+                           "dpop": bool(token and token.token in DPOP["bound"])})
 
     @mcp.tool(structured_output=False)
     async def revoke_all() -> str:
@@ -275,6 +288,8 @@ def issuer_metadata(app: Any) -> Any:
                 metadata["issuer"] = ISSUER["metadata"]
             if CIMD["fetch_base"]:
                 metadata["client_id_metadata_document_supported"] = True
+            if DPOP["on"]:
+                metadata["dpop_signing_alg_values_supported"] = ["ES256"]
             ISSUER["own"] = metadata["issuer"]
             body = json.dumps(metadata).encode()
             start = {**start, "headers": [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
@@ -386,12 +401,114 @@ def jwt_bearer(provider: Provider, form: dict[str, str], auth: str, port: int) -
     return provider._issue(client_id, scopes, f"assertion-{claims.get('sub')}", form.get("resource")).model_dump(exclude_none=True), 200
 
 
+def _thumbprint(jwk: dict[str, str]) -> str:
+    """RFC 7638 over an EC key's required members (written here, not imported: an independent check)."""
+    import base64
+
+    canonical = json.dumps({k: jwk.get(k) for k in ("crv", "kty", "x", "y")}, separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
+
+
+def _check_proof(proof: str, method: str, url: str, token: str | None) -> tuple[str, str]:
+    """(jkt of the proof's key, "") for a valid DPoP proof of this request, else ("", why)."""
+    import base64
+
+    import jwt
+
+    if not proof or "," in proof:
+        return "", "one DPoP proof is required"
+    try:
+        header = jwt.get_unverified_header(proof)
+        jwk = header.get("jwk") or {}
+        if header.get("typ") != "dpop+jwt" or header.get("alg") != "ES256" or "d" in jwk:
+            return "", "typ dpop+jwt, alg ES256 and a public jwk are required"
+        claims = jwt.decode(proof, jwt.PyJWK(jwk, "ES256").key, algorithms=["ES256"])
+    except (jwt.PyJWTError, ValueError, TypeError) as exc:
+        return "", f"the proof does not verify ({exc.__class__.__name__})"
+    if claims.get("htm") != method or claims.get("htu") != url or abs(time.time() - claims.get("iat", 0)) > 60:
+        return "", "htm, htu or iat do not match this request"
+    if not isinstance(claims.get("jti"), str) or claims["jti"] in DPOP["jtis"]:
+        return "", "a fresh jti is required"
+    if token is not None:
+        ath = base64.urlsafe_b64encode(hashlib.sha256(token.encode()).digest()).rstrip(b"=").decode()
+        if claims.get("ath") != ath:
+            return "", "ath does not match the access token"
+    if DPOP["nonce"] and claims.get("nonce") != DPOP["nonce"]:
+        return "", "nonce"
+    DPOP["jtis"].add(claims["jti"])
+    return _thumbprint(jwk), ""
+
+
+def dpop_binding(app: Any, port: int) -> Any:
+    """ASGI wrapper (--dpop): proofs at the token endpoint (its tokens become DPoP-bound) and on every
+    request of the MCP endpoint with a bound token, which reaches the SDK's app as a bearer token."""
+    base = f"http://127.0.0.1:{port}"
+
+    async def answer(send: Any, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), *headers]})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not DPOP["on"] or path not in ("/token", "/mcp"):
+            return await app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        proof = headers.get(b"dpop", b"").decode()
+        nonce_header = [(b"dpop-nonce", DPOP["nonce"].encode())] if DPOP["nonce"] else []
+        if path == "/token":
+            jkt, why = _check_proof(proof, scope["method"], f"{base}/token", None)
+            if why == "nonce":
+                return await answer(send, 400, {"error": "use_dpop_nonce", "error_description": "a DPoP nonce is required"},
+                                    nonce_header)
+            if why:
+                return await answer(send, 400, {"error": "invalid_dpop_proof", "error_description": why}, [])
+            held: dict[str, Any] = {"start": None, "body": b""}
+
+            async def hold(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    held["start"] = message
+                else:
+                    held["body"] += message.get("body", b"")
+
+            await app(scope, receive, hold)
+            start, body = held["start"], held["body"]
+            if start["status"] == 200:
+                issued = json.loads(body)
+                issued["token_type"] = "DPoP"
+                DPOP["bound"][issued["access_token"]] = jkt
+                body = json.dumps(issued).encode()
+                start = {**start, "headers": [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+                         + [(b"content-length", str(len(body)).encode())]}
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
+            return None
+        scheme, _, token = headers.get(b"authorization", b"").decode().partition(" ")
+        bound = DPOP["bound"].get(token)
+        if bound is None:
+            return await app(scope, receive, send)  # no token, or not a DPoP one: the SDK's 401
+        if scheme != "DPoP":
+            return await answer(send, 401, {"error": "invalid_token"},
+                                [(b"www-authenticate", b'DPoP error="invalid_token", error_description="a DPoP-bound token"')])
+        jkt, why = _check_proof(proof, scope["method"], f"{base}/mcp", token)
+        if why == "nonce":
+            return await answer(send, 401, {"error": "use_dpop_nonce"},
+                                [(b"www-authenticate", b'DPoP error="use_dpop_nonce"'), *nonce_header])
+        if why or jkt != bound:
+            return await answer(send, 401, {"error": "invalid_dpop_proof", "error_description": why or "another key"},
+                                [(b"www-authenticate", b'DPoP error="invalid_dpop_proof"')])
+        as_bearer = [(k, v) for k, v in scope["headers"] if k != b"authorization"] + [(b"authorization", f"Bearer {token}".encode())]
+        return await app({**scope, "headers": as_bearer}, receive, send)
+
+    return wrapped
+
+
 async def main(port: int) -> None:
     import uvicorn
 
     mcp, provider = build(port)
-    app = issuer_metadata(machine_client(provider, port)(
-        garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider))))
+    app = dpop_binding(issuer_metadata(machine_client(provider, port)(
+        garbage_token_endpoint(step_up(mcp.streamable_http_app(host="127.0.0.1"), provider)))), port)
     await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)).serve()
 
 
@@ -408,7 +525,10 @@ if __name__ == "__main__":
     parser.add_argument("--client-credentials", default="", metavar="ID:SECRET")
     parser.add_argument("--client-jwt-key", default="", metavar="PEM_FILE", help="the public key of private_key_jwt")
     parser.add_argument("--assertion-key", default="", metavar="PEM_FILE", help="the public key jwt-bearer assertions verify with")
+    parser.add_argument("--dpop", action="store_true", help="demand DPoP-bound tokens (RFC 9449)")
+    parser.add_argument("--dpop-nonce", action="store_true", help="and a DPoP nonce at the token and MCP endpoints")
     args = parser.parse_args()
+    DPOP.update(on=args.dpop or args.dpop_nonce, nonce="nonce-" + secrets.token_urlsafe(8) if args.dpop_nonce else "")
     CIMD["fetch_base"] = args.cimd.rstrip("/")
     if args.client_credentials:
         MACHINE["client_id"], _, MACHINE["secret"] = args.client_credentials.partition(":")

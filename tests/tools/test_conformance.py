@@ -30,11 +30,12 @@ OAUTH = ["auth/metadata-var3", "auth/token-endpoint-auth-basic", "auth/pre-regis
 # RFC 9207 / RFC 8414 issuer checks, tools set aside for an invalid x-mcp-header, Mcp-Param-*
 # headers mirrored from x-mcp-header arguments, requestState echoed across input rounds, the
 # step-up's scope union (SEP-2350), a new registration with a new authorization server (SEP-2352);
-# and two of its extensions: the client credentials grant with client_secret_basic and with private_key_jwt.
+# and four of its extensions: the client credentials grant with client_secret_basic and with private_key_jwt,
+# and DPoP-bound tokens, without and with the servers' nonces (about 2.5 s each).
 REQUIRED_2026 = ["request-metadata", "auth/iss-supported-missing", "auth/metadata-issuer-mismatch",
                  "http-invalid-tool-headers", "http-custom-headers", "sep-2322-client-request-state",
                  "auth/scope-step-up", "auth/authorization-server-migration",
-                 "auth/client-credentials-basic", "auth/client-credentials-jwt"]
+                 "auth/client-credentials-basic", "auth/client-credentials-jwt", "auth/dpop", "auth/dpop-nonce"]
 
 
 @pytest.fixture(scope="module")

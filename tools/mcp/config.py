@@ -66,6 +66,9 @@ class ServerConfig:
     # Each HTTP request carries the token BEARER_TOKENS holds for `key` (OAuth, tools/runtime/oauth.py): a
     # refreshed token is used by the next request, with no new connection.
     bearer: bool = False
+    # The token is DPoP-bound (RFC 9449, tools/mcp/dpop.py): `Authorization: DPoP` and a proof signed with the
+    # key dpop.PROOFERS holds for `key`, on every HTTP request.
+    dpop: bool = False
 
     def __post_init__(self) -> None:
         if self.transport not in ("stdio", "streamable_http", "sse"):

@@ -4,7 +4,8 @@ Beyond the SDK's transport it watches every HTTP response: a 404 to a request th
 session id means the server forgot the session (it restarted), which the SDK reports as an
 ordinary JSON-RPC error; a 401/403 means our credentials were refused (tools/runtime/oauth.py asks
 the user to sign in again, or for the scope a 403 asked for). A bearer token (OAuth) is read from
-BEARER_TOKENS by each request, so a refreshed token needs no new connection.
+BEARER_TOKENS by each request, so a refreshed token needs no new connection; a DPoP-bound one goes
+with a fresh proof (tools/mcp/dpop.py), a `use_dpop_nonce` 401 being answered there, not reported.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx2
 from mcp.client.auth.utils import extract_scope_from_www_auth
 from mcp.client.streamable_http import streamable_http_client
 
+from tools.mcp import dpop
 from tools.mcp.config import ServerConfig
 from tools.mcp.lean_http import LeanTransport
 from tools.mcp.link import Link
@@ -44,8 +46,12 @@ class Bearer(httpx2.Auth):
         yield request
 
 
-def bearer_for(config: ServerConfig) -> Bearer | None:
-    return Bearer(str(config.key)) if config.bearer else None
+def bearer_for(config: ServerConfig) -> httpx2.Auth | None:
+    """The token of an OAuth connection on each request: as a bearer token, or DPoP-bound with a proof."""
+    if not config.bearer:
+        return None
+    key = str(config.key)
+    return dpop.DPoPAuth(key, lambda: BEARER_TOKENS.get(key)) if config.dpop else Bearer(key)
 
 
 class HttpLink(Link):
@@ -80,7 +86,7 @@ class HttpLink(Link):
                 logger.info("%s answered 404 to %s %s with our session id: the session is gone",
                             self.config.name, response.request.method, response.request.url.path)
             self.session_gone = True
-        if response.status_code in (401, 403):
+        if response.status_code in (401, 403) and not dpop.is_nonce_challenge(response):
             # The SDK turns it into "-32603 Server returned an error response"; the status matters
             # (an OAuth token the server no longer takes: tools/runtime/oauth.py asks the user to sign in again),
             # and so does the scope a 403 insufficient_scope asks for (a step-up sign-in).

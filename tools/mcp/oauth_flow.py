@@ -40,6 +40,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import ValidationError
 
+from tools.mcp.dpop import BoundToken, DPoPError, Proofer
 from tools.mcp.url_secrets import mask as mask_url
 
 HTTP_TIMEOUT = 15.0
@@ -140,11 +141,13 @@ async def _discover(http: httpx2.AsyncClient, server_url: str, steps: Steps) -> 
             break
     auth_server = str(prm.authorization_servers[0]) if prm and prm.authorization_servers else None
     asm: OAuthMetadata | None = None
+    dpop_algs: list[str] | None = None
     for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
-        go_on, asm = await handle_auth_metadata_response(
-            await steps.send(http, "authorization server metadata", create_oauth_metadata_request(url)))
+        response = await steps.send(http, "authorization server metadata", create_oauth_metadata_request(url))
+        go_on, asm = await handle_auth_metadata_response(response)
         if asm is not None:
             _check_metadata_issuer(asm, auth_server, server_url, url)
+            dpop_algs = _dpop_algs(response)
         if asm is not None or not go_on:
             break
     if asm is None:
@@ -161,7 +164,16 @@ async def _discover(http: httpx2.AsyncClient, server_url: str, steps: Steps) -> 
             raise OAuthError(f"The protected resource metadata names {prm.resource}, which is not this server's URL.")
         resource = str(prm.resource)
     scope = scope_hint or (" ".join(prm.scopes_supported) if prm and prm.scopes_supported else None)
-    return {"asm": asm, "resource": resource, "scope": scope}
+    return {"asm": asm, "resource": resource, "scope": scope, "dpop_algs": dpop_algs}
+
+
+def _dpop_algs(response: httpx2.Response) -> list[str] | None:
+    """`dpop_signing_alg_values_supported` (RFC 9449 §5.1), which the SDK's OAuthMetadata does not keep."""
+    try:
+        algs = response.json().get("dpop_signing_alg_values_supported")
+    except (ValueError, AttributeError):
+        return None
+    return [str(a) for a in algs] if isinstance(algs, list) else None
 
 
 def _origin_issuer(server_url: str) -> str:
@@ -264,7 +276,8 @@ async def begin(server_url: str, redirect_uri: str, settings: ClientSettings, st
     token_endpoint = str(asm.token_endpoint) if asm.token_endpoint else urljoin(str(asm.issuer), "/token")
     context = {"token_endpoint": token_endpoint, "issuer": str(asm.issuer), "resource": found["resource"],
                "scope": scope or "", "client_id": client["client_id"], "client_method": client["method"],
-               "iss_supported": bool(asm.authorization_response_iss_parameter_supported)}
+               "iss_supported": bool(asm.authorization_response_iss_parameter_supported),
+               "dpop_algs": found["dpop_algs"]}
     return Begun(url, state, pkce.code_verifier, context, registered)
 
 
@@ -288,25 +301,44 @@ def _error_text(text: str) -> str:
         return text[:200]
 
 
-async def _post_token(steps: Steps, step: str, request: httpx2.Request) -> OAuthToken:
+async def _post_token(steps: Steps, step: str, request: httpx2.Request, dpop: Proofer | None = None) -> OAuthToken:
+    """POST a token request. With `dpop`, with a DPoP proof (RFC 9449 §5), sent once more with the
+    authorization server's nonce if it answers `use_dpop_nonce` (§8); the token may then be DPoP-bound."""
     async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False) as http:
+        if dpop is not None:
+            dpop.sign(request)
         response = await steps.send(http, step, request)
+        if dpop is not None and dpop.note_nonce(response):
+            dpop.sign(request)
+            response = await steps.send(http, f"{step}, again with the DPoP nonce", request)
     if response.status_code != 200:
-        raise OAuthError(f"The token endpoint answered {response.status_code}: {_error_text(response.text)}")
+        hint = ""
+        if dpop is None and ("dpop" in response.text.lower() or "dpop" in response.headers.get("WWW-Authenticate", "").lower()):
+            hint = " (it wants DPoP: turn on “DPoP-bound tokens” in the server's settings)"
+        raise OAuthError(f"The token endpoint answered {response.status_code}: {_error_text(response.text)}{hint}")
     try:
-        return OAuthToken.model_validate_json(response.content)
+        return (BoundToken if dpop is not None else OAuthToken).model_validate_json(response.content)
     except ValidationError:
         raise OAuthError("The token endpoint's answer is not an OAuth token response "
                          f"({len(response.content)} bytes; see the sign-in log).") from None
 
 
+def _check_dpop(dpop: Proofer | None, context: dict[str, Any]) -> None:
+    if dpop is not None:
+        try:
+            dpop.check_algorithms(context.get("dpop_algs"))
+        except DPoPError as exc:
+            raise OAuthError(str(exc)) from None
+
+
 async def exchange_code(context: dict[str, Any], code: str, iss: str | None, redirect_uri: str, code_verifier: str,
-                        client_secret: str, steps: Steps) -> OAuthToken:
+                        client_secret: str, steps: Steps, dpop: Proofer | None = None) -> OAuthToken:
     """The authorization code (with the PKCE verifier and the RFC 8707 resource) for tokens.
 
     RFC 9207, as the SDK's client checks it: an `iss` that is not the issuer's own (simple string
     comparison), or none when the metadata advertised `authorization_response_iss_parameter_supported`,
-    and the code is not sent anywhere (the response may come from another server: a mix-up)."""
+    and the code is not sent anywhere (the response may come from another server: a mix-up).
+    With `dpop` (tools/mcp/dpop.py), the token is asked for bound to its key."""
     if iss is not None and iss != context.get("issuer"):
         raise OAuthError(f"The authorization response came from issuer {iss}, not {context.get('issuer')}: "
                          "the code was not exchanged (RFC 9207).")
@@ -316,15 +348,16 @@ async def exchange_code(context: dict[str, Any], code: str, iss: str | None, red
                          "had no iss: the code was not exchanged (RFC 9207).")
     data = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
             "code_verifier": code_verifier, "resource": context["resource"]}
+    _check_dpop(dpop, context)
     return await _post_token(steps, "token exchange", _token_request(
-        context["token_endpoint"], data, context["client_id"], client_secret, context["client_method"]))
+        context["token_endpoint"], data, context["client_id"], client_secret, context["client_method"]), dpop)
 
 
 async def refresh(token_endpoint: str, refresh_token: str, client_id: str, client_secret: str, resource: str,
-                  steps: Steps) -> OAuthToken:
-    """A new access token from the refresh token."""
+                  steps: Steps, dpop: Proofer | None = None) -> OAuthToken:
+    """A new access token from the refresh token (with `dpop`, bound to its key, as the refresh token may be)."""
     data = {"grant_type": "refresh_token", "refresh_token": refresh_token}
     if resource:
         data["resource"] = resource
     method = "client_secret_post" if client_secret else "none"
-    return await _post_token(steps, "refresh", _token_request(token_endpoint, data, client_id, client_secret, method))
+    return await _post_token(steps, "refresh", _token_request(token_endpoint, data, client_id, client_secret, method), dpop)

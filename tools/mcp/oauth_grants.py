@@ -21,9 +21,10 @@ from uuid import uuid4
 
 import httpx2
 import jwt
-
 from mcp.shared.auth import OAuthToken
-from tools.mcp.oauth_flow import HTTP_TIMEOUT, OAuthError, Steps, _discover, _post_token
+
+from tools.mcp.dpop import Proofer
+from tools.mcp.oauth_flow import HTTP_TIMEOUT, OAuthError, Steps, _check_dpop, _discover, _post_token
 
 CLIENT_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt")
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -74,9 +75,10 @@ def client_assertion(client: MachineClient, audience: str, alg: str) -> str:
         raise OAuthError(f"Signing the client assertion with the private key failed: {exc}") from None
 
 
-async def client_credentials(server_url: str, client: MachineClient, steps: Steps) -> tuple[OAuthToken, dict[str, Any]]:
+async def client_credentials(server_url: str, client: MachineClient, steps: Steps,
+                             dpop: Proofer | None = None) -> tuple[OAuthToken, dict[str, Any]]:
     """A token for `client` itself (grant_type=client_credentials), and the context it came from
-    (token endpoint, issuer, resource, client id) to keep with it."""
+    (token endpoint, issuer, resource, client id) to keep with it; with `dpop`, bound to its key."""
     if not client.client_id:
         raise OAuthError("The client credentials grant needs the server's OAuth client id (and its secret or private key).")
     async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False) as http:
@@ -101,8 +103,9 @@ async def client_credentials(server_url: str, client: MachineClient, steps: Step
     else:
         data.update(client_id=client.client_id, client_secret=client.client_secret)
     steps.note("client", True, f"client credentials grant as {client.client_id} ({method})")
+    _check_dpop(dpop, found)
     token = await _post_token(steps, "token request (client credentials)", httpx2.Request("POST", token_endpoint, data=data,
-                                                                                             headers=headers))
+                                                                                             headers=headers), dpop)
     context = {"token_endpoint": token_endpoint, "issuer": str(asm.issuer), "resource": found["resource"],
                "scope": scope, "client_id": client.client_id, "client_method": method}
     return token, context

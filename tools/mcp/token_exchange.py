@@ -27,7 +27,8 @@ from typing import Any
 import httpx2
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, OAuthToken
 
-from tools.mcp.oauth_flow import HTTP_TIMEOUT, OAuthError, Steps, _discover, _error_text, _post_token, _token_request
+from tools.mcp.dpop import Proofer
+from tools.mcp.oauth_flow import HTTP_TIMEOUT, OAuthError, Steps, _check_dpop, _discover, _error_text, _post_token, _token_request
 
 TOKEN_EXCHANGE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
@@ -101,11 +102,11 @@ async def request_id_jag(client: AssertionClient, audience: str, resource: str, 
     return body["access_token"]
 
 
-async def assertion_grant(server_url: str, client: AssertionClient, steps: Steps,
-                          exchange_at_idp: bool) -> tuple[OAuthToken, dict[str, Any]]:
+async def assertion_grant(server_url: str, client: AssertionClient, steps: Steps, exchange_at_idp: bool,
+                          dpop: Proofer | None = None) -> tuple[OAuthToken, dict[str, Any]]:
     """A token for `client` from its assertion (grant_type=jwt-bearer), first exchanged at the IdP
     for an ID-JAG when `exchange_at_idp`; and the context it came from (token endpoint, issuer,
-    resource, client id) to keep with it."""
+    resource, client id) to keep with it. With `dpop` (tools/mcp/dpop.py), bound to its key."""
     what = "enterprise-managed authorization" if exchange_at_idp else "the JWT bearer grant"
     if not client.client_id:
         raise OAuthError(f"{what[0].upper()}{what[1:]} needs the server's OAuth client id at its authorization server.")
@@ -122,8 +123,9 @@ async def assertion_grant(server_url: str, client: AssertionClient, steps: Steps
         assertion = await request_id_jag(client, str(asm.issuer), found["resource"], scope, steps)
         steps.note("ID-JAG", True, f"the identity provider issued an ID-JAG for {asm.issuer}")
     steps.note("client", True, f"JWT bearer grant as {client.client_id} ({client.method()})")
+    _check_dpop(dpop, found)
     token = await _post_token(steps, "token request (JWT bearer)",
-                              jwt_bearer_request(token_endpoint, client, assertion, found["resource"], scope))
+                              jwt_bearer_request(token_endpoint, client, assertion, found["resource"], scope), dpop)
     context = {"token_endpoint": token_endpoint, "issuer": str(asm.issuer), "resource": found["resource"],
                "scope": scope, "client_id": client.client_id, "client_method": client.method()}
     return token, context

@@ -139,6 +139,16 @@ class Server(models.Model):
                                            help_text="Enterprise-managed: this client's id at the identity provider.")
     oauth_idp_client_secret = EncryptedTextField("identity provider client secret", blank=True, default="",
                                                  help_text="Enterprise-managed: its secret there, if it has one (encrypted).")
+    # DPoP-bound tokens (RFC 9449, tools/mcp/dpop.py): the token is asked for bound to a key only this
+    # server's connections hold, and every request proves it holds the key. The key is generated on
+    # first use (tools/runtime/oauth.py), encrypted, never shown, exported or sent anywhere but in proofs' public JWK.
+    oauth_dpop = models.BooleanField(
+        "DPoP-bound tokens", default=False,
+        help_text="Ask for tokens bound to a key of this server's (DPoP, RFC 9449) and send a proof of it with every "
+        "request; for authorization servers that support or require DPoP.",
+    )
+    oauth_dpop_key = EncryptedTextField("DPoP private key", blank=True, default="",
+                                        help_text="EC P-256, generated on first use (encrypted, never shown).")
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_servers")
     shared = models.BooleanField("shared with the team", default=False)

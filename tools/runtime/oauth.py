@@ -15,6 +15,10 @@ themselves are tools/mcp/oauth_flow.py):
    (`rejected`): the request fails with "sign in (again) on the server page", and the grant
    says why.
 
+With the server's "DPoP-bound tokens" setting (`oauth_dpop`), every token request carries a DPoP
+proof of the server's own key (generated on first use, kept encrypted: `dpop_proofer`), and a
+DPoP-bound token goes to the connection with that key (tools/mcp/dpop.py signs each request).
+
 Every step is recorded on the `OAuthFlow` row with its HTTP exchange, secrets redacted, for the
 server page's sign-in log.
 """
@@ -32,7 +36,7 @@ from django.db import transaction
 from django.utils import timezone
 from mcp.shared.auth import OAuthToken
 
-from tools.mcp import oauth_flow, oauth_grants, token_exchange
+from tools.mcp import dpop, oauth_flow, oauth_grants, token_exchange
 from tools.mcp.config import ServerConfig
 from tools.mcp.errors import ConnectionFailed
 from tools.mcp.http import BEARER_TOKENS
@@ -68,6 +72,22 @@ def _client_secret(server: Server, client_id: str) -> str:
     return (stored.get("client_secret") or "") if stored.get("client_id") == client_id else ""
 
 
+def dpop_proofer(server: Server, bound: bool = False) -> dpop.Proofer | None:
+    """The server's DPoP key when its "DPoP-bound tokens" setting is on (or the token to refresh is
+    bound already, the setting turned off since): generated on first use and stored encrypted (once,
+    even with two workers at it), never replaced (its tokens are bound to it)."""
+    if not (server.oauth_dpop or bound):
+        return None
+    if not server.oauth_dpop_key:
+        with transaction.atomic():
+            locked = Server.objects.select_for_update().only("pk", "oauth_dpop_key").get(pk=server.pk)
+            if not locked.oauth_dpop_key:
+                locked.oauth_dpop_key = dpop.new_private_key()
+                Server.objects.filter(pk=server.pk).update(oauth_dpop_key=locked.oauth_dpop_key)
+        server.oauth_dpop_key = locked.oauth_dpop_key
+    return dpop.Proofer(server.oauth_dpop_key)
+
+
 def start(server: Server, user_id: int, redirect_uri: str) -> OAuthFlow:
     """Begin a sign-in: the flow row, with the authorization URL (or the error) and its steps."""
     steps = Steps()
@@ -91,7 +111,8 @@ def finish(flow: OAuthFlow, code: str, iss: str | None) -> OAuthFlow:
     context = flow.context
     try:
         token = asyncio.run(oauth_flow.exchange_code(context, code, iss, flow.redirect_uri, flow.code_verifier,
-                                                     _client_secret(flow.server, context["client_id"]), steps))
+                                                     _client_secret(flow.server, context["client_id"]), steps,
+                                                     dpop=dpop_proofer(flow.server)))
     except OAuthError as exc:
         steps.note("stopped", False, str(exc))
         OAuthFlow.objects.filter(pk=flow.pk).update(steps=steps.entries, status=OAuthFlow.Status.FAILED, error=str(exc),
@@ -120,7 +141,8 @@ def _grant_fields(token: OAuthToken, previous: OAuthGrant | None) -> dict[str, A
 def _refresh(grant: OAuthGrant) -> OAuthGrant:
     try:
         token = asyncio.run(oauth_flow.refresh(grant.token_endpoint, grant.refresh_token, grant.client_id,
-                                               _client_secret(grant.server, grant.client_id), grant.resource, Steps()))
+                                               _client_secret(grant.server, grant.client_id), grant.resource, Steps(),
+                                               dpop=dpop_proofer(grant.server, bound=grant.token_type == "DPoP")))
     except OAuthError as exc:
         now = OAuthGrant.objects.select_related("server").filter(pk=grant.pk).first()
         if now is not None and now.status == OAuthGrant.Status.ACTIVE and now.access_token != grant.access_token:
@@ -147,9 +169,11 @@ GRANT_NAMES = {"client_credentials": "the server's client credentials", "token_e
 def _machine_token(server: Server, steps: Steps) -> tuple[OAuthToken, dict[str, Any]]:
     """A token from the server's grant without a person: client credentials, or an assertion."""
     if server.oauth_grant == "client_credentials":
-        return asyncio.run(oauth_grants.client_credentials(server.real_url(), machine_client(server), steps))
+        return asyncio.run(oauth_grants.client_credentials(server.real_url(), machine_client(server), steps,
+                                                           dpop=dpop_proofer(server)))
     client = assertion_grants.assertion_client(server)
-    return asyncio.run(token_exchange.assertion_grant(server.real_url(), client, steps, server.oauth_grant == "token_exchange"))
+    return asyncio.run(token_exchange.assertion_grant(server.real_url(), client, steps, server.oauth_grant == "token_exchange",
+                                                      dpop=dpop_proofer(server)))
 
 
 def _machine_grant(server: Server, user_id: int) -> OAuthGrant:
@@ -189,7 +213,14 @@ def authorized_config(server: Server, config: ServerConfig, user_id: int | None)
         grant = _refresh(grant)
     key = pool_key(server.pk, user_id)
     BEARER_TOKENS[key] = grant.access_token  # read by each HTTP request of the connection (not in its settings)
-    return replace(config, key=key, bearer=True)
+    bound = grant.token_type == "DPoP"
+    if bound:
+        dpop_key = grant.server.oauth_dpop_key  # as fresh as the grant (another worker may have made the key)
+        if not dpop_key:
+            OAuthGrant.objects.filter(pk=grant.pk).update(status=OAuthGrant.Status.EXPIRED, error="The DPoP key is gone.")
+            raise SignInRequired(f"{server.name}: your token is bound to a DPoP key this server no longer has; sign in again.")
+        dpop.register(str(key), dpop_key)  # each request's proof (tools/mcp/dpop.py), nonces kept
+    return replace(config, key=key, bearer=True, dpop=bound)
 
 
 def rejected(server: Server, user_id: int | None, exc: ConnectionFailed) -> str:
