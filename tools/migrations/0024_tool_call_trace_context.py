@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools', '0022_cached_results'),
+        ('tools', '0023_server_oauth_dpop'),
     ]
 
     operations = [
