@@ -9,7 +9,6 @@ from opentelemetry.trace import SpanKind
 
 from inspector import tracing
 
-
 TRACE_HEADERS = ("traceparent", "tracestate")
 
 
