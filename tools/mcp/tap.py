@@ -7,7 +7,7 @@ parse it). tools/mcp/connection.py wraps each transport in a TappedTransport.
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -41,9 +41,9 @@ def with_trace_headers(item: SessionMessage, wire: dict[str, Any]) -> SessionMes
     headers = {k: meta[k] for k in TRACE_HEADERS if isinstance(meta.get(k), str)}
     metadata = item.metadata
     if metadata is None:
-        return SessionMessage(message=item.message, metadata=ClientMessageMetadata(headers=headers))
-    if isinstance(metadata, ClientMessageMetadata):
-        metadata.headers = {**(metadata.headers or {}), **headers}
+        return replace(item, metadata=ClientMessageMetadata(headers=headers))
+    if isinstance(metadata, ClientMessageMetadata):  # a copy: the SDK may hand the same metadata to other messages
+        return replace(item, metadata=replace(metadata, headers={**(metadata.headers or {}), **headers}))
     return item
 
 
