@@ -21,6 +21,8 @@ class TraceMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path == "/healthz":  # a supervisor's probe every few seconds is no user's action
+            return self.get_response(request)
         # The trace context only: a client's `baggage` is not passed on to the MCP servers.
         incoming = {k: request.headers[k] for k in TRACE_HEADERS if k in request.headers} or None
         with tracing.span(f"{request.method} {request.path}", parent=incoming, kind=SpanKind.SERVER) as span:
