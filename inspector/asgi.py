@@ -13,7 +13,10 @@ from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from inspector import tracing  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
+
+tracing.configure("web")  # exports spans only when OTEL_EXPORTER_OTLP_ENDPOINT is set
 
 application = ProtocolTypeRouter(
     {

@@ -11,6 +11,11 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_asy
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from opentelemetry.trace import SpanKind
+
+from inspector import tracing
+
+TRACE_HEADERS = ("traceparent", "tracestate")
 
 
 class SyncAndAsync:
@@ -25,6 +30,42 @@ class SyncAndAsync:
         self.async_mode = iscoroutinefunction(get_response)
         if self.async_mode:
             markcoroutinefunction(self)
+
+
+class TraceMiddleware(SyncAndAsync):
+    """Each request is where a trace starts (inspector/tracing.py): a span around it, continuing the
+    `traceparent` a client sent, current while the view runs, so the tasks it sends and the MCP
+    requests a worker makes for it carry its trace id."""
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if self.async_mode:
+            return self.__acall__(request)
+        if request.path == "/healthz":  # a supervisor's probe every few seconds is no user's action
+            return self.get_response(request)
+        with self.span(request) as span:
+            return self.traced(request, span, self.get_response(request))
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        if request.path == "/healthz":
+            return await self.get_response(request)
+        with self.span(request) as span:
+            return self.traced(request, span, await self.get_response(request))
+
+    @staticmethod
+    def span(request: HttpRequest):
+        # The trace context only: a client's `baggage` is not passed on to the MCP servers.
+        incoming = {k: request.headers[k] for k in TRACE_HEADERS if k in request.headers} or None
+        return tracing.span(f"{request.method} {request.path}", parent=incoming, kind=SpanKind.SERVER)
+
+    @staticmethod
+    def traced(request: HttpRequest, span, response: HttpResponse) -> HttpResponse:
+        if span.is_recording():
+            match = request.resolver_match
+            if match is not None and match.route:
+                span.update_name(f"{request.method} /{match.route}")  # the route, not every id in the path
+            span.set_attribute("http.request.method", request.method or "")
+            span.set_attribute("http.response.status_code", response.status_code)
+        return response
 
 
 class SandboxHostMiddleware(SyncAndAsync):

@@ -114,6 +114,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "inspector.middleware.TraceMiddleware",
     "inspector.middleware.ContentSecurityPolicyMiddleware",
     "inspector.middleware.SandboxHostMiddleware",
     "django.middleware.security.SecurityMiddleware",

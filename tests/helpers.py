@@ -6,15 +6,17 @@ Fixtures live in tests/conftest.py and build on these; tests import from here.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from datetime import datetime
 from pathlib import Path
 
@@ -45,6 +47,29 @@ def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+def manage_process(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """`manage.py ARGS` in a process of its own on this run's database, as a CI job runs it."""
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=process_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def manage_here(*args: str) -> subprocess.CompletedProcess:
+    """`manage.py ARGS` through the same entry point (`execute_from_command_line`: the command line's
+    parser, its exit status, its output), in this process: a new process costs 2-4 s of interpreter
+    and Django start-up, and the commands' tests run dozens. Each command's test file still runs it
+    once with `manage_process`, so the real process's exit status is proven too."""
+    from django.core.management import execute_from_command_line
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            execute_from_command_line(["manage.py", *args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return subprocess.CompletedProcess(["manage.py", *args], code, out.getvalue(), err.getvalue())
 
 
 def stop_process(proc: subprocess.Popen) -> None:

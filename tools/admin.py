@@ -106,7 +106,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
     actions = ["replay"]
     fields = ("id", "server", "server_name", "tool_name", "origin", "status", "error", "caller", "owner", "context", "requested_by",
               "llm_tool_call_id", "is_app", "queued_at", "started_at", "finished_at", "duration_ms", "celery_task_id",
-              "replay_of")
+              "trace", "replay_of")
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -163,6 +163,15 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
+
+    @admin.display(description="Trace id")
+    def trace(self, obj: ToolCall) -> str:
+        """The W3C trace id of the action that started the call: paste it into your tracing backend
+        (spans are exported when OTEL_EXPORTER_OTLP_ENDPOINT is set; inspector/tracing.py)."""
+        if not obj.trace_id:
+            return "—"
+        return format_html('<code class="trace-id" id="trace-id" title="Select to copy: the trace id to look up in your tracing backend">{}</code>',
+                           obj.trace_id)
 
     @admin.display(description="server", ordering="server_name")
     def server_label(self, obj: ToolCall) -> str:

@@ -179,7 +179,7 @@ async def tool_call_create(request: HttpRequest, pk: int, name: str) -> HttpResp
         finished = await sync_to_async(_finished_call_answer)(call.pk)
         if finished is not None:
             return finished
-    return JsonResponse({"id": str(call.pk), "status": call.status}, status=202)
+    return JsonResponse({"id": str(call.pk), "status": call.status, "trace_id": call.trace_id}, status=202)
 
 
 def _wait_seconds(request: HttpRequest) -> float:

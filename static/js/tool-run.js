@@ -94,6 +94,8 @@ function show(call) {
   const saved = Math.max((call.tokens_full || 0) - (p.tokens || 0), 0);
   document.getElementById("result-summary").textContent =
     `${call.duration_ms != null ? Math.round(call.duration_ms) + " ms · " : ""}full ${formatBytes(call.size_full)} ≈${call.tokens_full} tokens · model ≈${p.tokens ?? 0} tokens · saved ≈${saved}`;
+  document.getElementById("result-trace").textContent = call.trace_id || "";  // W3C trace id, for a tracing backend
+  document.getElementById("result-trace-line").hidden = !call.trace_id;
   const schema = document.getElementById("schema-status");
   if (call.schema_valid === true) { schema.className = "badge ok"; schema.textContent = "structuredContent matches the outputSchema"; }
   else if (call.schema_valid === false) { schema.className = "badge danger"; schema.textContent = `Output schema validation failed: ${call.schema_error}`; }

@@ -1,30 +1,29 @@
-"""`manage.py replay` as CI runs it (issue 28.10): a real process per run, its exit status read
-from the command line. 0 same, 1 different, 2 a call could not run, 3 bad input; a file run
+"""`manage.py replay` as CI runs it (issue 28.10): its exit status read from the command line (the
+first run in a real process, the others through the same entry point in this one:
+tests/helpers.manage_here). 0 same, 1 different, 2 a call could not run, 3 bad input; a file run
 twice is imported once.
 
 Real parts: the drift MCP server (tests/chat/test_replay.py), the Celery worker, the fake LLM
-that records the conversation, and `manage.py` on this run's database (tests/helpers.process_env).
+that records the conversation, and `manage.py` on this run's database (tests/helpers.manage_process, manage_here).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from chat.models import Conversation, ReplayRun
 from tests.chat.test_replay import QUOTE_SCRIPT, VOLATILE, drift, drift_http, drift_server, record  # noqa: F401 (fixtures)
-from tests.helpers import BASE_DIR, process_env, streamed_body
+from tests.helpers import manage_here, manage_process, streamed_body
 
 IGNORE = ["--ignore", VOLATILE[0], "--ignore", VOLATILE[1]]
 
 
-def replay(*args: str) -> subprocess.CompletedProcess:
-    """`manage.py replay ARGS` in its own process, as a CI job runs it."""
-    return subprocess.run([sys.executable, "manage.py", "replay", *args], cwd=BASE_DIR, env=process_env(),
-                          capture_output=True, text=True, timeout=120)
+def replay(*args: str, process: bool = False) -> subprocess.CompletedProcess:
+    """`manage.py replay ARGS`, in its own process as a CI job runs it, or through the same entry point here."""
+    return manage_process("replay", *args) if process else manage_here("replay", *args)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -36,7 +35,7 @@ def test_replay_command_exit_codes_and_one_import_per_file(api, fake_llm, drift,
 
     # 0: the same, from the file, three times: one read-only import, re-run three times.
     for n in range(3):
-        done = replay(str(path), "--user", user.username, "--server", f"drift={drift_server.pk}", *IGNORE)
+        done = replay(str(path), "--user", user.username, "--server", f"drift={drift_server.pk}", *IGNORE, process=n == 0)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "Verdict: same" in done.stdout
         assert ("Imported" if n == 0 else "imported before as conversation") in done.stdout, done.stdout

@@ -1,5 +1,5 @@
-"""`manage.py evals run` as CI runs it: a real process per run, its exit status read from the
-command line, a JUnit report written. 0 every case at or above its threshold, 1 some below,
+"""`manage.py evals run` as CI runs it: its exit status read from the command line (the first run
+in a real process, the others through the same entry point in this one: tests/helpers.manage_here), a JUnit report written. 0 every case at or above its threshold, 1 some below,
 2 could not run, 3 bad input; a suite file run twice is imported once.
 
 Real parts: the basic MCP server over Streamable HTTP, the suite's Celery worker, the scripted LLM
@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from xml.etree import ElementTree as ET
 
 import pytest
 
 from evals import suite_file
 from evals.models import Case, Run, Suite
-from tests.helpers import BASE_DIR, process_env, refresh_tools
+from tests.helpers import manage_here, manage_process, refresh_tools
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -24,8 +23,7 @@ MODEL = "openai/test-model"
 
 
 def evals(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "evals", *args], cwd=BASE_DIR, env=process_env(),
-                          capture_output=True, text=True, timeout=180)
+    return manage_here("evals", *args)
 
 
 def test_evals_run_exit_codes_junit_and_one_import_per_file(user, other_user, fake_llm, basic_server, tmp_path):
@@ -43,7 +41,8 @@ def test_evals_run_exit_codes_junit_and_one_import_per_file(user, other_user, fa
 
     # 0: two attempts, one passes: 1/2 meets the case's threshold of 0.5. From the file, for alice.
     fake_llm.script([add_ok, {"text": "5"}, add_bad, {"text": "10"}])
-    done = evals("run", str(path), "--user", "alice", "--models", MODEL, "--repeat", "2", "--junit", str(junit), *base)
+    done = manage_process("evals", "run", str(path), "--user", "alice", "--models", MODEL, "--repeat", "2", "--junit", str(junit),
+                          *base)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok   sum · {MODEL}: 1/2 (needs 0.5)" in done.stdout and "Imported" in done.stderr
     report = ET.parse(junit).getroot()

@@ -1,5 +1,5 @@
-"""The review commands as CI runs them (issue 29.6): a real process per run on this test run's
-database, connecting to the real surface test server over stdio itself (no worker needed), exit
+"""The review commands as CI runs them (issue 29.6): the first run of each test in a real process on
+this test run's database, the others through the same entry point in this one (tests/helpers.manage_here), connecting to the real surface test server over stdio itself (no worker needed), exit
 codes read from the command line: 0 nothing to report, 1 breaking change / unapproved drift /
 findings at or above --fail-on, 2 could not connect, 3 bad input; text, JSON and JUnit outputs."""
 
@@ -7,25 +7,23 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from xml.etree import ElementTree as ET
 
 import pytest
 
 from review.models import ServerReview, SurfaceVersion
-from tests.helpers import BASE_DIR, process_env
+from tests.helpers import manage_here, manage_process
 from tools.models import Server, Tool
 
 
 def manage(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=process_env(),
-                          capture_output=True, text=True, timeout=180)
+    return manage_here(*args)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_surface_snapshot_diff_approve_exit_codes_and_formats(surface_server, surface_state, staff_user):
     name = surface_server.name
-    done = manage("surface", "snapshot", name)
+    done = manage_process("surface", "snapshot", name)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "v1" in done.stdout and "approved: none" in done.stdout
 
@@ -93,7 +91,7 @@ def test_review_command_finds_each_poisoning_and_nothing_in_a_clean_server(surfa
     assert "0 findings" in done.stdout
 
     surface_state.set("poisoned")
-    done = manage("review", surface_server.name, "--format", "json")
+    done = manage_process("review", surface_server.name, "--format", "json")
     assert done.returncode == 1, done.stdout + done.stderr
     found = json.loads(done.stdout)["findings"]
     kinds = {(f["rule"], f["subject"], f["field"]) for f in found}

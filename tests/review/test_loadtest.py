@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 from django.test import override_settings
 
 from review import loadtest
 from review.models import LoadCall, LoadRun
-from tests.helpers import BASE_DIR, process_env, refresh_tools, wait_for
+from tests.helpers import manage_here, manage_process, refresh_tools, wait_for
 from tools.models import ToolCall
 
 
@@ -73,11 +72,10 @@ def test_forty_calls_at_four_through_the_pipeline_with_figures_and_cancel(client
 def test_loadtest_command_prints_figures_and_exits_past_the_error_rate(surface_server, admin_user):
     refresh_tools(surface_server)
 
-    def loadtest_cmd(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "manage.py", "loadtest", surface_server.name, *args], cwd=BASE_DIR,
-                              env=process_env(), capture_output=True, text=True, timeout=180)
+    def loadtest_cmd(*args: str) -> subprocess.CompletedProcess:  # through the entry point, in this process
+        return manage_here("loadtest", surface_server.name, *args)
 
-    done = loadtest_cmd("flaky", "--args", '{"fail": true}', "--calls", "12", "--concurrency", "3", "--format", "json")
+    done = manage_process("loadtest", surface_server.name, "flaky", "--args", '{"fail": true}', "--calls", "12", "--concurrency", "3", "--format", "json")
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.strip(), done.stderr
     data = json.loads(done.stdout)

@@ -76,17 +76,15 @@ def test_manage_py_call_prints_the_finished_call_and_says_how_it_ended(basic_ser
     """The same for shell and CI callers, as a process: 0 succeeded, 1 ended otherwise, 2 still running, 3 bad input."""
     import json
     import subprocess
-    import sys
 
-    from tests.helpers import BASE_DIR, process_env
+    from tests.helpers import manage_here, manage_process
 
     refresh_tools(basic_server)
 
-    def call(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "manage.py", "call", *args], cwd=BASE_DIR, env=process_env(),
-                              capture_output=True, text=True, timeout=120)
+    def call(*args: str) -> subprocess.CompletedProcess:  # through the entry point, in this process
+        return manage_here("call", *args)
 
-    ok = call(str(basic_server.pk), "echo", "--args", '{"text": "hello"}', "--wait", "30")
+    ok = manage_process("call", str(basic_server.pk), "echo", "--args", '{"text": "hello"}', "--wait", "30")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["full"]["content"] == [{"type": "text", "text": "hello"}]
     timed_out = call("basic", "slow", "--args", '{"seconds": 5}', "--timeout", "1", "--wait", "30")

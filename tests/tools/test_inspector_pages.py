@@ -169,6 +169,11 @@ def test_run_a_tool_from_the_schema_form(browser, live_app, user, basic_server, 
     expect(page.locator("#full-result")).to_contain_text('"sum": 42', timeout=10000)
     assert "42" in page.locator("#projection-text").inner_text()
     assert "matches the outputSchema" in page.locator("#schema-status").inner_text()
+    # The call's trace id (the tool page's POST started the trace), small and selectable to copy.
+    from tools.models import ToolCall
+
+    call = ToolCall.objects.filter(server=basic_server, tool_name="add").latest("queued_at")
+    assert call.trace_id and page.locator("#result-trace").inner_text() == call.trace_id
     # The raw JSON editor round-trips the form.
     page.click("[data-mode=json]")
     assert json.loads(page.locator("#raw-args").input_value()) == {"a": 20, "b": 22}

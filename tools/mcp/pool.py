@@ -41,6 +41,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from opentelemetry import context as otel_context
+
 from tools.mcp.config import ServerConfig
 from tools.mcp.connection import Connection
 from tools.mcp.errors import CallTimeout, ConnectionFailed
@@ -141,7 +143,7 @@ class Pool:
         """
         self._check_usable()
         budget = timeout if timeout is not None else config.connect_timeout + config.call_timeout
-        future = self._submit(self._run(config, fn, budget))
+        future = self._submit(_in_context(self._run(config, fn, budget), otel_context.get_current()))
         try:
             return future.result(budget + _SYNC_MARGIN)
         except TimeoutError:
@@ -156,7 +158,7 @@ class Pool:
         """``run()`` for callers on *another* event loop (e.g. an async Django view): awaits, never blocks."""
         self._check_usable()
         budget = timeout if timeout is not None else config.connect_timeout + config.call_timeout
-        return await asyncio.wrap_future(self._submit(self._run(config, fn, budget)))
+        return await asyncio.wrap_future(self._submit(_in_context(self._run(config, fn, budget), otel_context.get_current())))
 
     def drop(self, fingerprint: str) -> bool:
         """Close the connection for this fingerprint (and forget its back-off). True if one existed.
@@ -378,6 +380,16 @@ class Pool:
 _POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
 _pool: Pool | None = None
 _pool_lock = threading.Lock()
+
+
+async def _in_context(coro: Awaitable[T], ctx: otel_context.Context) -> T:
+    """Run `coro` on the pool's loop in the caller's trace context: a task made there copies the
+    loop thread's context, so without this no MCP request would carry the caller's `traceparent`."""
+    token = otel_context.attach(ctx)
+    try:
+        return await coro
+    finally:
+        otel_context.detach(token)
 
 
 def get_pool(**kwargs: Any) -> Pool:

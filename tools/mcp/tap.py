@@ -7,11 +7,11 @@ parse it). tools/mcp/connection.py wraps each transport in a TappedTransport.
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import JSONRPCRequest
 
 if TYPE_CHECKING:
@@ -28,6 +28,25 @@ class Capture:
 
 
 current_capture: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("mcp_raw_capture", default=None)
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+def with_trace_headers(item: SessionMessage, wire: dict[str, Any]) -> SessionMessage:
+    """The request with its `_meta.traceparent` (and `tracestate`), which the SDK puts there for
+    the current span, also as HTTP headers: Streamable HTTP sets a message's metadata headers on
+    its POST, so proxies and the server's HTTP layer see the trace too (stdio ignores them)."""
+    meta = (wire.get("params") or {}).get("_meta")
+    if not isinstance(meta, dict) or not isinstance(meta.get("traceparent"), str):
+        return item
+    headers = {k: meta[k] for k in TRACE_HEADERS if isinstance(meta.get(k), str)}
+    metadata = item.metadata
+    if metadata is None:
+        return replace(item, metadata=ClientMessageMetadata(headers=headers))
+    if isinstance(metadata, ClientMessageMetadata):  # a copy: the SDK may hand the same metadata to other messages
+        return replace(item, metadata=replace(metadata, headers={**(metadata.headers or {}), **headers}))
+    return item
+
+
 # The tag of the tools/call a task is running: a server request handled in that task's context
 # (transports that carry the sender's context) belongs to that call.
 current_tag: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_call_tag", default=None)
@@ -55,6 +74,7 @@ class TapWriter:
             if capture is not None and capture.method == message.method and capture.request_id is None:
                 capture.request_id = message.id
                 self._conn._captures[message.id] = capture
+            item = with_trace_headers(item, wire)
         self._conn._emit_frame("out", wire)
         await self._inner.send(item)
 

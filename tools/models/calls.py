@@ -10,9 +10,10 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.db.models import Q
 
+from inspector import tracing
 from tools import callers
-from tools.models.servers import Server
 from tools.mcp.wire_result import is_ui_resource
+from tools.models.servers import Server
 
 
 class ToolCallQuerySet(models.QuerySet):
@@ -118,6 +119,9 @@ class ToolCall(models.Model):
     task_id = models.CharField(max_length=200, blank=True, help_text="The server's task id, once it created the task.")
     task_status = models.CharField(max_length=20, blank=True, help_text="working, input_required, completed, failed, cancelled.")
     task_history = models.JSONField(default=list, blank=True, help_text="Each status the task reported: status, message, at.")
+    # The W3C trace context of the action that started it (inspector/tracing.py): `traceparent`, and
+    # `tracestate` if any. The worker runs the call in a child span of it, whichever delivery runs it.
+    trace_context = models.JSONField(default=dict, blank=True, help_text="traceparent (and tracestate) of the action that started it.")
 
     objects = ToolCallQuerySet.as_manager()
 
@@ -131,6 +135,11 @@ class ToolCall(models.Model):
         if self.server_id and not self.server_name:
             self.server_name = self.server.name
         super().save(*args, **kwargs)
+
+    @property
+    def trace_id(self) -> str:
+        """The trace id to look the call up by in a tracing backend ("" for calls from before tracing)."""
+        return tracing.trace_id(self.trace_context)
 
     @property
     def is_final(self) -> bool:

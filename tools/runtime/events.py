@@ -160,6 +160,7 @@ def tool_call_json(call: ToolCall, *, detail: bool = False, full: bool = False) 
         "has_view": _has_view(call, result, proj),
         **callers.refs_json(call),  # the caller's ids (a conversation's: conversation_id, turn_id)
         "llm_tool_call_id": call.llm_tool_call_id,
+        "trace_id": call.trace_id,  # W3C trace id of the action that started it (inspector/tracing.py)
         "replay_of": str(call.replay_of_id) if call.replay_of_id else None,
         "view_call_id": str(call.view_call_id) if call.view_call_id else None,
         "queued_at": call.queued_at.isoformat(),

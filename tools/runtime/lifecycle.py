@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from inspector import tracing
 from inspector.celery import app
 from inspector.errors import Unavailable
 from tools.callers import Caller
@@ -63,6 +64,7 @@ def start_tool_call(
         server=server, server_name=server.name, tool_name=tool_name, arguments=arguments, origin=origin,
         requested_by=user, llm_tool_call_id=llm_tool_call_id, **(caller or Caller()).row_fields(),
         is_app=bool(tool and tool.is_app), replay_of=replay_of, view_call=view_call, celery_task_id=str(uuid.uuid4()), timeout_s=timeout_s,
+        trace_context=tracing.carrier(),
     )
     if enqueue:
         transaction.on_commit(lambda: dispatch(call.pk, call.celery_task_id))

@@ -20,6 +20,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.db.models import F, Q
 from django.utils import timezone
 
+from inspector import tracing
 from inspector.sql_columns import Columns
 from tools import callers
 from tools.mcp import tokens, tool_headers
@@ -271,6 +272,14 @@ def execute(tool_call_id) -> str:
     call = _claim(tool_call_id)
     if call is None:
         return "skipped"
+    # A child of the action that started the call (its stored context), whichever delivery runs it:
+    # every MCP request below carries this trace in `_meta.traceparent` (inspector/tracing.py).
+    with tracing.span(f"tool call {call.tool_name}", parent=call.trace_context,
+                      attributes={"mcp.tool.name": call.tool_name, "inspector.tool_call_id": str(call.pk)}):
+        return _execute(call)
+
+
+def _execute(call: ToolCall) -> str:
     publish_status(call)
     server: Server | None = call.server
     timeout, hard_max = deadlines.call_timeout(call), deadlines.max_timeout()
