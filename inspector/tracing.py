@@ -31,6 +31,7 @@ import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -75,8 +76,14 @@ def configure(role: str) -> bool:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # endpoint, headers, timeout: OTEL_* variables
     trace.set_tracer_provider(provider)
     _exporting = True
-    log.info("OpenTelemetry: %s exports spans to %s", role, endpoint())
+    log.info("OpenTelemetry: %s exports spans to %s", role, _without_credentials(endpoint()))
     return True
+
+
+def _without_credentials(url: str) -> str:
+    """`url` without the user and password it may carry (a collector's basic auth), for the log."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 def _parent_context(parent: str | Mapping[str, str] | None) -> otel_context.Context | None:
@@ -114,8 +121,10 @@ def start(name: str, *, parent: str | Mapping[str, str] | None = None, kind: Spa
 def finish(new: trace.Span, token: object, error: BaseException | None = None) -> None:
     otel_context.detach(token)
     if error is not None and new.is_recording():
-        new.record_exception(error)
-        new.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+        # The error's type only, no message or stack: spans leave the inspector, and an error's text
+        # can carry a server URL's secret query values or a token endpoint's answer.
+        new.set_attribute("error.type", type(error).__name__)
+        new.set_status(Status(StatusCode.ERROR, type(error).__name__))
     new.end()
 
 

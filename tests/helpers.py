@@ -60,15 +60,26 @@ def manage_here(*args: str) -> subprocess.CompletedProcess:
     parser, its exit status, its output), in this process: a new process costs 2-4 s of interpreter
     and Django start-up, and the commands' tests run dozens. Each command's test file still runs it
     once with `manage_process`, so the real process's exit status is proven too."""
+    from unittest import mock
+
+    import django
     from django.core.management import execute_from_command_line
 
     out, err = io.StringIO(), io.StringIO()
     code = 0
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            execute_from_command_line(["manage.py", *args])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    # As in a process of its own: Django is set up once (here already: set up again, it would
+    # reconfigure logging onto the captured stderr for the rest of the run), and an ORM call from
+    # async code fails as it would there (the suite allows it for Playwright's loop).
+    unsafe = os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    try:
+        with redirect_stdout(out), redirect_stderr(err), mock.patch.object(django, "setup", lambda *a, **k: None):
+            try:
+                execute_from_command_line(["manage.py", *args])
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        if unsafe is not None:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = unsafe
     return subprocess.CompletedProcess(["manage.py", *args], code, out.getvalue(), err.getvalue())
 
 

@@ -189,6 +189,11 @@ class ServerForm(forms.ModelForm):
 
     def clean_oauth_assertion_file(self) -> str:
         path = (self.cleaned_data.get("oauth_assertion_file") or "").strip()
+        if path and not (self.user and self.user.is_staff):
+            # The worker posts the file's JWT (the deployment's own identity) to the token endpoint the
+            # server's metadata names: a URL any user could choose (tools/runtime/assertion_grants.py).
+            raise forms.ValidationError("Only staff may have a server present an assertion file from the inspector's machine: "
+                                        "paste the JWT into the assertion setting instead.")
         if path:
             try:
                 allowed_token_file(path)
@@ -216,6 +221,9 @@ class ServerForm(forms.ModelForm):
                 self.add_error("oauth_client_secret", "The client credentials grant needs the client's secret or private key.")
         if data.get("auth") == "oauth" and data.get("oauth_grant") in ("token_exchange", "jwt_bearer"):
             self._check_assertion_grant(data)
+        if data.get("auth") == "oauth" and data.get("oauth_grant") == "token_exchange" and data.get("shared"):
+            self.add_error("shared", "Enterprise-managed authorization presents the owner's ID token: a server that uses it "
+                           "cannot be shared, or everyone would act as you. Each user registers it with their own ID token.")
         # The raw value too: for non-staff users "stdio" is not even a valid choice.
         if transport == Transport.STDIO or self.data.get("transport") == Transport.STDIO or self._was_stdio:
             if not (self.user and self.user.is_staff):

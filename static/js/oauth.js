@@ -7,7 +7,8 @@ const card = document.getElementById("oauth");
 const serverId = card.dataset.serverId;
 const state = document.getElementById("oauth-state");
 
-document.getElementById("oauth-sign-in").addEventListener("click", async (ev) => {
+// Only the authorization code grant has a sign-in button; the grants without a person have none.
+document.getElementById("oauth-sign-in")?.addEventListener("click", async (ev) => {
   ev.target.disabled = true;
   state.textContent = "finding the authorization server…";
   try {

@@ -31,6 +31,20 @@ def test_sign_in_from_the_server_page(browser, live_app, user, oauth_http, scree
     assert page.locator(".field-oauth_client_id").is_hidden() and page.locator(".field-oauth_dpop").is_hidden()
     page.select_option("#id_auth", "oauth")
     assert page.locator(".field-oauth_client_id").is_visible() and page.locator(".field-oauth_dpop").is_visible()
+    # Each grant shows the fields it uses (tools/forms.py asks for the same): none of the others' by default.
+    only = ["oauth_private_key", "oauth_assertion", "oauth_assertion_file", "oauth_idp_token_endpoint"]
+
+    def shown() -> set[str]:
+        return {name for name in only if page.locator(f".field-{name}").is_visible()}
+
+    assert shown() == set()
+    page.select_option("#id_oauth_grant", "client_credentials")
+    assert shown() == {"oauth_private_key"}
+    page.select_option("#id_oauth_grant", "token_exchange")
+    assert shown() == {"oauth_assertion", "oauth_idp_token_endpoint"}
+    page.select_option("#id_oauth_grant", "jwt_bearer")
+    assert shown() == {"oauth_assertion", "oauth_assertion_file"} and page.locator(".field-oauth_dpop").is_visible()
+    page.select_option("#id_oauth_grant", "authorization_code")
     page.click("#server-form button[type=submit]")
     page.wait_for_url(f"{live_app.url}/servers/*/")
     server = Server.objects.get(name="protected")

@@ -113,3 +113,19 @@ def test_an_import_keeps_the_auth_settings(api, user):
     assert (server.auth, server.oauth_grant, server.oauth_client_auth, server.oauth_dpop) == \
         ("oauth", "client_credentials", "client_secret_post", True)
     assert server.oauth_dpop_key == ""  # made on first use, never imported
+
+
+def test_saving_the_settings_keeps_a_dpop_key_a_worker_made_meanwhile(user):
+    """The settings page read the server before the worker's first token request made its key; its
+    full save must not write the empty key back (every token bound to the key would be orphaned)."""
+    from tools.mcp import dpop
+
+    server = Server.objects.create(name="d", owner=user, transport="streamable_http", url="http://127.0.0.1:9/mcp",
+                                   auth="oauth", oauth_dpop=True)
+    page_copy = Server.objects.get(pk=server.pk)
+    key = dpop.new_private_key()
+    Server.objects.filter(pk=server.pk).update(oauth_dpop_key=key)  # what tools/runtime/oauth.py does
+    page_copy.name = "renamed"
+    page_copy.save()
+    stored = Server.objects.get(pk=server.pk)
+    assert (stored.name, stored.oauth_dpop_key) == ("renamed", key)

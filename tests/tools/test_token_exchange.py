@@ -157,16 +157,45 @@ def test_the_form_asks_for_what_each_grant_needs(api, user, tmp_path):
     assert resp.status_code == 400 and {"oauth_idp_token_endpoint", "oauth_assertion"} <= set(resp.json()["fields"])
     resp = api.post("/api/servers/", {**base, "oauth_grant": "jwt_bearer"})
     assert resp.status_code == 400 and "oauth_assertion" in resp.json()["fields"]
-    resp = api.post("/api/servers/", {**base, "oauth_grant": "jwt_bearer", "oauth_assertion_file": "/etc/passwd"})
+    # An assertion file is the deployment's own identity: not for a user's server, even in the directory.
+    (tmp_path / "token").write_text("the.workload.jwt")
+    with override_settings(WORKLOAD_TOKEN_DIR=str(tmp_path)):
+        resp = api.post("/api/servers/", {**base, "oauth_grant": "jwt_bearer", "oauth_assertion_file": str(tmp_path / "token")})
+        assert resp.status_code == 400 and "Only staff" in json.dumps(resp.json()["fields"])
+    # Enterprise-managed authorization presents the owner's ID token: such a server is never shared.
+    resp = api.post("/api/servers/", {**base, "oauth_grant": "token_exchange", "oauth_assertion": "an.id.token", "shared": True,
+                                      "oauth_idp_token_endpoint": "http://127.0.0.1:9/token"})
+    assert resp.status_code == 400 and "cannot be shared" in json.dumps(resp.json()["fields"].get("shared"))
+
+
+def test_only_staff_point_a_server_at_an_assertion_file_under_its_directory(staff_api, tmp_path):
+    base = {"name": "x", "transport": "streamable_http", "url": "http://127.0.0.1:9/mcp", "auth": "oauth", "oauth_client_id": CLIENT}
+    resp = staff_api.post("/api/servers/", {**base, "oauth_grant": "jwt_bearer", "oauth_assertion_file": "/etc/passwd"})
     assert resp.status_code == 400 and "INSPECTOR_WORKLOAD_TOKEN_DIR" in json.dumps(resp.json()["fields"])
     with override_settings(WORKLOAD_TOKEN_DIR=str(tmp_path)):
-        resp = api.post("/api/servers/", {**base, "oauth_grant": "jwt_bearer", "oauth_assertion_file": str(tmp_path / "../x")})
+        resp = staff_api.post("/api/servers/", {**base, "oauth_grant": "jwt_bearer", "oauth_assertion_file": str(tmp_path / "../x")})
         assert resp.status_code == 400 and "must be under" in json.dumps(resp.json()["fields"])
+        resp = staff_api.post("/api/servers/", {**base, "oauth_grant": "jwt_bearer", "oauth_assertion_file": str(tmp_path / "t")})
+        assert resp.status_code == 201, resp.json()
 
 
-def test_the_assertion_file_is_read_only_under_its_directory(tmp_path, idp):
+def test_nobody_but_the_owner_acts_with_a_servers_id_token(user, other_user, idp):
+    from tools.runtime.oauth import SignInRequired, authorized_config
+
+    server = Server.objects.create(name="xaa", owner=user, shared=True, transport="streamable_http", url="http://127.0.0.1:9/mcp",
+                                   auth="oauth", oauth_grant="token_exchange", oauth_client_id=CLIENT, oauth_assertion="an.id.token",
+                                   oauth_idp_token_endpoint=idp.token_endpoint, oauth_idp_client_id=IDP_CLIENT)
+    with pytest.raises(SignInRequired, match="only its owner can use it"):
+        authorized_config(server, server.config(), other_user.pk)
+
+
+def test_the_assertion_file_is_read_only_under_its_directory_for_a_staff_members_server(tmp_path, idp, staff_user, user):
     (tmp_path / "token").write_text(" the.workload.jwt\n")
-    server = Server(name="w", oauth_grant="jwt_bearer", oauth_client_id=CLIENT, oauth_assertion_file=str(tmp_path / "token"))
+    mine = Server(name="w", owner=user, oauth_grant="jwt_bearer", oauth_client_id=CLIENT, oauth_assertion_file=str(tmp_path / "token"))
+    with override_settings(WORKLOAD_TOKEN_DIR=str(tmp_path)), pytest.raises(OAuthError, match="Only a staff member's server"):
+        assertion_grants.assertion_client(mine)
+    server = Server(name="w", owner=staff_user, oauth_grant="jwt_bearer", oauth_client_id=CLIENT,
+                    oauth_assertion_file=str(tmp_path / "token"))
     with pytest.raises(OAuthError, match="INSPECTOR_WORKLOAD_TOKEN_DIR is not set"):
         assertion_grants.assertion_client(server)
     with override_settings(WORKLOAD_TOKEN_DIR=str(tmp_path)):

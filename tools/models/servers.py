@@ -200,6 +200,10 @@ class Server(models.Model):
         """Whoever sets `url` (forms, API, import, admin, code), its secrets move to the encrypted
         field here, and a MASK in it keeps the stored secret: the column never holds one in clear."""
         update_fields = kwargs.get("update_fields")
+        if update_fields is None and self.oauth_dpop and not self.oauth_dpop_key and self.pk and not self._state.adding:
+            # The DPoP key a worker made since this instance was read (tools/runtime/oauth.py) stays: a
+            # full save from the settings page must not wipe it, or every bound token would be orphaned.
+            self.oauth_dpop_key = Server.objects.filter(pk=self.pk).values_list("oauth_dpop_key", flat=True).first() or ""
         if update_fields is None or "url" in update_fields:
             self.url, self.url_secrets = url_secrets.resolve(self.url or "", self.url_secrets)
             if update_fields is not None:

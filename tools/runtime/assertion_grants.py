@@ -3,8 +3,9 @@
 Enterprise-managed authorization (`token_exchange`) presents the ID token kept, encrypted, in the
 server's settings; the JWT bearer grant (`jwt_bearer`, workload identity) presents the workload's
 JWT, kept there too or read from a file at each token request (a projected token is rotated on
-disk). A file is read only under settings.WORKLOAD_TOKEN_DIR: a server's settings, which any user
-may write, must not make a worker send whatever file it can read to a URL of their choosing.
+disk). A file is read only under settings.WORKLOAD_TOKEN_DIR, and only for a staff member's server:
+the files there are the deployment's own identity, and the worker posts the assertion to the token
+endpoint the server's metadata names, so a user's server must not make it send them anywhere.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def assertion_client(server: Server) -> AssertionClient:
     """The server's client at its authorization server with the assertion it presents."""
     assertion = server.oauth_assertion or ""
     if server.oauth_grant == "jwt_bearer" and server.oauth_assertion_file:
+        if not (server.owner_id and server.owner.is_staff):
+            # The file is the deployment's own workload identity, sent to the URL the server's
+            # metadata names: only a staff member's server may present it (the form says so too).
+            raise OAuthError("Only a staff member's server may present the assertion file; "
+                             "put the JWT in the server's assertion setting instead.")
         assertion = read_token_file(server.oauth_assertion_file)
     return AssertionClient(client_id=server.oauth_client_id, client_secret=server.oauth_client_secret or "",
                            auth_method=server.oauth_client_auth, scope=server.oauth_scope, assertion=assertion,

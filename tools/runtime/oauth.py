@@ -198,6 +198,10 @@ def authorized_config(server: Server, config: ServerConfig, user_id: int | None)
     """`config` for this user's connection: their bearer token, a pool key of their own."""
     if user_id is None:
         raise SignInRequired(f"{server.name} needs each user to sign in (OAuth), and this request has no user.")
+    if server.oauth_grant == "token_exchange" and user_id != server.owner_id:
+        # The ID token in the settings is the owner's identity: nobody else may act as them.
+        raise SignInRequired(f"{server.name} uses enterprise-managed authorization with its owner's ID token; "
+                             "only its owner can use it. Register the server yourself with your own ID token.")
     grant = OAuthGrant.objects.select_related("server").filter(server=server, user_id=user_id).first()
     if not server.signs_in and (
             grant is None or grant.status != OAuthGrant.Status.ACTIVE
