@@ -142,6 +142,11 @@ def test_an_expired_id_token_fails_with_why(api, user, idp, mcp_http):
     error = refreshed.json()["error"]
     assert refreshed.status_code == 502 and "enterprise-managed authorization failed" in error
     assert "identity provider" in error and "invalid_grant" in error and stale not in error
+    # The server page keeps saying why after a reload: the failure is this user's grant, without a token.
+    grant = OAuthGrant.objects.get(server=server, user=user)
+    assert grant.status == "expired" and "invalid_grant" in grant.error and not grant.access_token
+    page = api.client.get(f"/servers/{server.pk}/").content.decode()
+    assert "invalid_grant" in page and stale not in page
 
 
 def test_jwt_bearer_server_presents_the_workload_jwt(api, user, idp, mcp_http):

@@ -184,7 +184,10 @@ def _machine_grant(server: Server, user_id: int) -> OAuthGrant:
     try:
         token, context = _machine_token(server, steps)
     except OAuthError as exc:
-        OAuthGrant.objects.filter(server=server, user_id=user_id).update(status=OAuthGrant.Status.EXPIRED, error=str(exc)[:500])
+        # Kept as this user's grant, with no token, also the first time: the server page says why.
+        OAuthGrant.objects.update_or_create(server=server, user_id=user_id, defaults={
+            "status": OAuthGrant.Status.EXPIRED, "error": str(exc)[:500], "access_token": "", "refresh_token": "",
+            "expires_at": None, "client_id": server.oauth_client_id[:300]})
         raise SignInRequired(f"{server.name}: getting a token with {GRANT_NAMES.get(server.oauth_grant, 'the server grant')} "
                              f"failed: {exc}") from None
     grant, _ = OAuthGrant.objects.update_or_create(server=server, user_id=user_id, defaults={
