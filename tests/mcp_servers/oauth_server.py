@@ -263,6 +263,20 @@ def garbage_token_endpoint(app: Any) -> Any:
     return wrapped
 
 
+async def held_response(app: Any, scope: dict[str, Any], receive: Any) -> tuple[dict[str, Any], bytes]:
+    """The wrapped app's answer (its start message and whole body), held so a wrapper can rewrite it."""
+    held: dict[str, Any] = {"start": None, "body": b""}
+
+    async def hold(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            held["start"] = message
+        else:
+            held["body"] += message.get("body", b"")
+
+    await app(scope, receive, hold)
+    return held["start"], held["body"]
+
+
 def issuer_metadata(app: Any) -> Any:
     """ASGI wrapper: the authorization-server metadata as the options say (RFC 9207 support
     advertised, another issuer named); records the issuer it names for the `iss` it sends."""
@@ -270,16 +284,7 @@ def issuer_metadata(app: Any) -> Any:
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope.get("path", "").startswith("/.well-known/oauth-authorization-server"):
             return await app(scope, receive, send)
-        held: dict[str, Any] = {"start": None, "body": b""}
-
-        async def hold(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                held["start"] = message
-            else:
-                held["body"] += message.get("body", b"")
-
-        await app(scope, receive, hold)
-        start, body = held["start"], held["body"]
+        start, body = await held_response(app, scope, receive)
         if start["status"] == 200:
             metadata = json.loads(body)
             if ISSUER["supported"]:
@@ -463,16 +468,7 @@ def dpop_binding(app: Any, port: int) -> Any:
                                     nonce_header)
             if why:
                 return await answer(send, 400, {"error": "invalid_dpop_proof", "error_description": why}, [])
-            held: dict[str, Any] = {"start": None, "body": b""}
-
-            async def hold(message: dict[str, Any]) -> None:
-                if message["type"] == "http.response.start":
-                    held["start"] = message
-                else:
-                    held["body"] += message.get("body", b"")
-
-            await app(scope, receive, hold)
-            start, body = held["start"], held["body"]
+            start, body = await held_response(app, scope, receive)
             if start["status"] == 200:
                 issued = json.loads(body)
                 issued["token_type"] = "DPoP"
