@@ -5,7 +5,9 @@ means "could not run" in these commands, so their parsers exit 3 instead."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -28,6 +30,22 @@ def option_errors_exit_3(parser: argparse.ArgumentParser) -> None:
         refuse(message)
 
     parser.error = error
+
+
+def read_import(path: Path, user):
+    """(owner, bytes, SHA-256) of a file a CI command imports (`replay`, `evals run`): owned by
+    `user`, else by the first active superuser; the digest lets a file run twice be imported once."""
+    from django.contrib.auth import get_user_model
+
+    if user is None:
+        user = get_user_model().objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
+        if user is None:
+            raise bad_input("Importing a file needs --user (there is no superuser to default to).")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise bad_input(f"{path}: {exc.strerror or exc}") from None
+    return user, data, hashlib.sha256(data).hexdigest()
 
 
 class CiCommand(BaseCommand):

@@ -11,7 +11,6 @@ read-only, for `--user`; running the same file again (same SHA-256) reuses that 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from inspector.cli import CiCommand, bad_input
+from inspector.cli import CiCommand, bad_input, read_import
 
 EXIT_SAME = 0
 EXIT_DIFFERENT = 1
@@ -91,15 +90,7 @@ class Command(CiCommand):
         if not target.isdigit() or path.is_file():
             if not path.is_file():
                 raise bad_input(f"{target!r} is neither a conversation id nor a file.")
-            if user is None:
-                user = users.filter(is_superuser=True, is_active=True).order_by("pk").first()
-                if user is None:
-                    raise bad_input("Importing a file needs --user (there is no superuser to default to).")
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise bad_input(f"{path}: {exc.strerror or exc}") from None
-            digest = hashlib.sha256(data).hexdigest()
+            user, data, digest = read_import(path, user)
             earlier = (Conversation.objects.filter(owner=user, read_only=True, imported__sha256=digest)
                        .order_by("pk").first())
             if earlier is not None:

@@ -15,7 +15,6 @@ Also: `evals export SUITE` prints a suite's file; `evals import FILE --user NAME
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -25,7 +24,7 @@ from xml.etree import ElementTree as ET
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from inspector.cli import CiCommand, bad_input, option_errors_exit_3
+from inspector.cli import CiCommand, bad_input, option_errors_exit_3, read_import
 
 EXIT_PASS = 0
 EXIT_BELOW = 1
@@ -89,15 +88,7 @@ class Command(CiCommand):
         if path.is_file() or must_be_file:
             if not path.is_file():
                 raise bad_input(f"{target!r} is not a file.")
-            if user is None:
-                user = get_user_model().objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
-                if user is None:
-                    raise bad_input("Importing a file needs --user (there is no superuser to default to).")
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise bad_input(f"{path}: {exc.strerror or exc}") from None
-            digest = hashlib.sha256(data).hexdigest()
+            user, data, digest = read_import(path, user)
             earlier = Suite.objects.filter(owner=user, imported_sha256=digest).order_by("pk").first()
             if earlier is not None:
                 self.stderr.write(f"{path} was imported before as suite #{earlier.pk} (same SHA-256); using that.")
