@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.tools.test_browser_server_requests import asks, asks_server_http, open_tool, patient_worker  # noqa: F401
 from chat.tool_calls import conversation_key
@@ -119,8 +120,9 @@ def test_chat_sampling_card_answered_by_hand_and_the_turn_goes_on(browser, live_
         {"text": "Asking.", "tool_calls": [{"name": "asks__ask_model", "arguments": {"text": "Name a fish."}, "id": "s1"}]},
         {"text": "It said **Wanda**."},
     ])
-    card = page.wait_for_selector(".tool-card .server-request.sampling.pending", timeout=20000)
-    assert "openai/test-model" in card.inner_text()  # the litellm way names the conversation's model
+    page.wait_for_selector(".tool-card .server-request.sampling.pending", timeout=20000)
+    # The litellm way names the conversation's model (the card fills in after "loading…").
+    expect(page.locator(".tool-card .server-request.sampling.pending")).to_contain_text("openai/test-model", timeout=10000)
     hand = ".tool-card .server-request .sampling-by-hand"
     page.fill(f"{hand} textarea[name=text]", "Wanda")
     page.screenshot(path=str(screenshots / "sampling-by-hand-chat.png"), full_page=True)

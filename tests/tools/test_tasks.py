@@ -169,6 +169,9 @@ def test_a_worker_killed_while_it_follows_a_task_the_next_worker_follows_the_sam
     with worker_to_kill(celery_worker, "tools", "victim-task", FAST_SWEEP) as victim:
         call_id = start_api_call(api, tasks, "slow_report", {"seconds": 8, "tag": tag})
         wait_for(lambda: ToolCall.objects.get(pk=call_id).task_id, timeout=20, message="the task to be created")
+        # Its tools/call is in the JSON-RPC log (written by the worker's log thread, which a busy
+        # machine can hold back past the task's creation): the count below must see it.
+        wait_for(lambda: sent(tasks, "tools/call", payload__params__arguments__tag=tag), timeout=10, message="the tools/call frame")
         killed_at, successor = kill_and_replace(victim, "successor-task", FAST_SWEEP)
         try:
             call = finished_call(call_id, timeout=60)
