@@ -99,9 +99,12 @@ def test_a_call_queued_again_between_the_claim_and_its_read_is_retried_not_skipp
     call = start_tool_call(server=asks, tool_name="wait", arguments={}, origin="manual", user=asks.owner, enqueue=False)
     ToolCall.objects.filter(pk=call.pk).update(status=ToolCall.Status.INPUT_REQUIRED)
     load = pipeline.load
+    reads = []
 
     def answered_meanwhile(tool_call_id):
-        ToolCall.objects.filter(pk=tool_call_id).update(status=ToolCall.Status.QUEUED)
+        reads.append(tool_call_id)
+        if len(reads) == 2:  # the claim reads the call, its UPDATE finds it resting, then it reads it again
+            ToolCall.objects.filter(pk=tool_call_id).update(status=ToolCall.Status.QUEUED)
         return load(tool_call_id)
 
     monkeypatch.setattr(pipeline, "load", answered_meanwhile)

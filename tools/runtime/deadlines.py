@@ -18,8 +18,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import DurationField, ExpressionWrapper, F, FloatField, Func, Q, Value
-from django.db.models.functions import Coalesce
+from django.db import connection
+from django.db.models import Q
 
 from tools.models import Server, ToolCall
 
@@ -65,23 +65,11 @@ def legacy_lease() -> timedelta:
     return timedelta(seconds=settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT + settings.CALL_LEASE_MARGIN)
 
 
-class Seconds(Func):
-    """A number of seconds (a float expression) as a duration, on PostgreSQL and SQLite alike
-    (Django stores SQLite durations as integer microseconds)."""
-
-    template = "(%(expressions)s * INTERVAL '1 second')"
-    output_field = DurationField()
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, template="CAST(%(expressions)s * 1000000 AS INTEGER)", **extra_context)
-
-
-def deadline_on_claim(now: datetime) -> ExpressionWrapper:
-    """`deadline_at` for the claim's UPDATE, computed by the database from the row's own timeout:
-    now + connect + timeout + margin (so the claim stays one statement)."""
-    fixed = now + timedelta(seconds=settings.MCP_CONNECT_TIMEOUT + settings.CALL_LEASE_MARGIN)
-    timeout = Coalesce(F("timeout_s"), Value(float(settings.MCP_CALL_TIMEOUT)), output_field=FloatField())
-    return ExpressionWrapper(Value(fixed) + Seconds(timeout), output_field=ToolCall._meta.get_field("deadline_at"))
+def deadline_on_claim(now: datetime, timeout_s: float | None) -> datetime:
+    """`deadline_at` for a call claimed at `now`: now + connect + its own timeout (rows without
+    one: MCP_CALL_TIMEOUT) + margin."""
+    timeout = timeout_s if timeout_s is not None else float(settings.MCP_CALL_TIMEOUT)
+    return now + timedelta(seconds=settings.MCP_CONNECT_TIMEOUT + settings.CALL_LEASE_MARGIN + timeout)
 
 
 def expired(now: datetime) -> Q:
@@ -89,6 +77,16 @@ def expired(now: datetime) -> Q:
     return Q(status=ToolCall.Status.RUNNING) & (
         Q(deadline_at__lt=now) | Q(deadline_at__isnull=True, started_at__lt=now - legacy_lease())
     )
+
+
+def expired_sql(now: datetime) -> tuple[str, list]:
+    """`expired(now)` as a SQL condition on the tool call table and its parameters, for the
+    worker's claim written as SQL (tools/runtime/pipeline.py): the same rule, kept beside it."""
+    q = connection.ops.quote_name
+    status, deadline, started = (q(ToolCall._meta.get_field(name).column) for name in ("status", "deadline_at", "started_at"))
+    adapt = connection.ops.adapt_datetimefield_value
+    return (f"({status} = %s AND ({deadline} < %s OR ({deadline} IS NULL AND {started} < %s)))",
+            [ToolCall.Status.RUNNING, adapt(now), adapt(now - legacy_lease())])
 
 
 def deadline_after_progress(started_at: datetime, now: datetime, timeout: float) -> datetime:

@@ -17,17 +17,17 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, close_old_connections, connection, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from inspector import tracing
+from inspector import sql_columns
 from inspector.sql_columns import Columns
 from tools import callers
 from tools.mcp import tokens, tool_headers
 from tools.mcp.errors import CallTimeout
 from tools.mcp.url_secrets import redact
 from tools.mcp.wire_result import LargeJSON, WireResult
-from tools.models import Projection, Server, Tool, ToolCall
+from tools.models import Projection, ResourceSubscription, Server, Tool, ToolCall
 from tools.runtime import deadlines, events, input_rounds, live_calls, remote, stored_result
 from tools.runtime.projection import Outcome, project
 
@@ -77,7 +77,9 @@ def load(tool_call_id) -> ToolCall | None:
     largest single cost per call (py-spy under bench/hot_path.py: 28% of the worker's Python time);
     then the server's own read was the next (~10%). The call's and the server's columns become
     instances as the ORM makes them (inspector/sql_columns.py); the tool's three columns are
-    attributes of the call (`tool_is_app`, `tool_policy`, `tool_output_schema`, `tool_input_schema`).
+    attributes of the call (`tool_is_app`, `tool_policy`, `tool_output_schema`, `tool_input_schema`),
+    and whether anyone subscribed to one of the server's resources is `server.has_subscriptions`
+    (most servers have none: their calls then skip that query).
     """
     call_columns, server_columns, sql = _load_query()
     with connection.cursor() as cursor:
@@ -87,7 +89,9 @@ def load(tool_call_id) -> ToolCall | None:
         return None
     call = call_columns.build(row[: len(call_columns)])
     server = server_columns.build_or_none(row[len(call_columns): len(call_columns) + len(server_columns)])
-    call.tool_is_app, call.tool_policy, output_schema, input_schema = row[len(call_columns) + len(server_columns):]
+    call.tool_is_app, call.tool_policy, output_schema, input_schema, subscribed = row[len(call_columns) + len(server_columns):]
+    if server is not None:
+        server.has_subscriptions = bool(subscribed)  # remote.subscription_uris reads them only then
     # Extra columns: no JSON field converts them.
     call.tool_output_schema = json.loads(output_schema) if isinstance(output_schema, (str, bytes)) else output_schema
     call.tool_input_schema = json.loads(input_schema) if isinstance(input_schema, (str, bytes)) else input_schema
@@ -98,7 +102,7 @@ def load(tool_call_id) -> ToolCall | None:
 @functools.cache
 def _load_query() -> tuple[Columns, Columns, str]:
     """The SELECT of `load`, built once from the models' own table and column names."""
-    c, t, s = ToolCall._meta, Tool._meta, Server._meta
+    c, t, s, rs = ToolCall._meta, Tool._meta, Server._meta, ResourceSubscription._meta
     call_columns, server_columns = Columns(ToolCall, "c"), Columns(Server, "s")
 
     def col(meta, name: str) -> str:
@@ -107,7 +111,8 @@ def _load_query() -> tuple[Columns, Columns, str]:
     q = connection.ops.quote_name
     sql = (
         f"SELECT {call_columns.sql}, {server_columns.sql}, t.{col(t, 'is_app')}, t.{col(t, 'projection_policy')}, "
-        f"t.{col(t, 'output_schema')}, t.{col(t, 'input_schema')} "
+        f"t.{col(t, 'output_schema')}, t.{col(t, 'input_schema')}, "
+        f"EXISTS (SELECT 1 FROM {q(rs.db_table)} rs WHERE rs.{col(rs, 'server')} = c.{col(c, 'server')}) "
         f"FROM {q(c.db_table)} c "
         f"LEFT JOIN {q(s.db_table)} s ON s.{q(s.pk.column)} = c.{col(c, 'server')} "
         f"LEFT JOIN {q(t.db_table)} t ON t.{col(t, 'server')} = c.{col(c, 'server')} AND t.{col(t, 'name')} = c.{col(c, 'tool_name')} "
@@ -130,21 +135,28 @@ def _claim(tool_call_id) -> ToolCall | None:
     delivery's worker died meanwhile, a retry after the deadline takes the call over.
     """
     now = timezone.now()
-    claimable = Q(status=ToolCall.Status.QUEUED) | deadlines.expired(now)
-    won = ToolCall.objects.filter(claimable, pk=tool_call_id).update(
-        status=ToolCall.Status.RUNNING, started_at=now, attempts=F("attempts") + 1,
-        deadline_at=deadlines.deadline_on_claim(now),
-    )
-    call = load(tool_call_id)
+    call = load(tool_call_id)  # first: the deadline comes from the call's own timeout
     if call is None:
         log.warning("tool call %s does not exist", tool_call_id)
         return None
+    deadline = deadlines.deadline_on_claim(now, call.timeout_s)
+    expired, expired_params = deadlines.expired_sql(now)
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_sql().format(expired=expired), [
+            ToolCall.Status.RUNNING, _datetime(now), _datetime(deadline),
+            ToolCall._meta.pk.get_db_prep_value(call.pk, connection), ToolCall.Status.QUEUED, *expired_params,
+        ])
+        won = cursor.fetchone()
     if won:
+        call.status, call.started_at, call.deadline_at, call.attempts = ToolCall.Status.RUNNING, now, deadline, won[0]
         # Its result rows are written with the final status, so a call just claimed has none:
         # said here, serialising it for the "running" event reads nothing more.
         ToolCall.full_result.related.set_cached_value(call, None)
         ToolCall.projection.related.set_cached_value(call, None)
         return call
+    call = load(tool_call_id)  # lost: as it is now, not as it was before the UPDATE
+    if call is None:
+        return None
     if call.status == ToolCall.Status.RUNNING and call.started_at:
         deadline = call.deadline_at or call.started_at + deadlines.legacy_lease()
         remaining = (deadline - now).total_seconds()
@@ -159,6 +171,35 @@ def _claim(tool_call_id) -> ToolCall | None:
 
 
 RUNNING_ONLY = (ToolCall.Status.RUNNING,)
+
+
+# The claim's UPDATE and the final status's, as SQL (issue 31.3): the ORM compiled each on every
+# call (py-spy under bench/hot_path.py: the claim's UPDATE alone was ~12% of the worker's Python time).
+@functools.cache
+def _claim_sql() -> str:
+    c, q = ToolCall._meta, connection.ops.quote_name
+    return (
+        f"UPDATE {q(c.db_table)} SET {_col('status')} = %s, {_col('started_at')} = %s, "
+        f"{_col('attempts')} = {_col('attempts')} + 1, {_col('deadline_at')} = %s "
+        f"WHERE {q(c.pk.column)} = %s AND ({_col('status')} = %s OR {{expired}}) RETURNING {_col('attempts')}"
+    )
+
+
+@functools.cache
+def _final_status_sql(statuses: int) -> str:
+    c, q = ToolCall._meta, connection.ops.quote_name
+    return (
+        f"UPDATE {q(c.db_table)} SET {_col('status')} = %s, {_col('error')} = %s, {_col('finished_at')} = %s, "
+        f"{_col('duration_ms')} = %s WHERE {q(c.pk.column)} = %s AND {_col('status')} IN ({', '.join(['%s'] * statuses)})"
+    )
+
+
+def _col(name: str) -> str:
+    return connection.ops.quote_name(ToolCall._meta.get_field(name).column)
+
+
+def _datetime(value):
+    return connection.ops.adapt_datetimefield_value(value)
 
 
 def _serialise(call: ToolCall, raw: dict) -> tuple[Any, int, int]:
@@ -179,9 +220,11 @@ def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None,
     with transaction.atomic():
         # The final status first, only from a status this delivery may end: one statement that
         # both takes the row's lock and says whether the rows are this delivery's to write.
-        won = ToolCall.objects.filter(pk=call.pk, status__in=ending).update(
-            status=status, error=error, finished_at=now, duration_ms=duration,
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(_final_status_sql(len(ending)), [
+                status, error, _datetime(now), duration, ToolCall._meta.pk.get_db_prep_value(call.pk, connection), *ending,
+            ])
+            won = cursor.rowcount
         if not won:
             current = ToolCall.objects.select_for_update().filter(pk=call.pk).values("status", "error").first()
             if current is None or current["status"] != ToolCall.Status.CANCELLED:
@@ -201,10 +244,11 @@ def _write_rows(call: ToolCall, status: str, outcome: Outcome, raw: dict | None,
                 call, text, size_bytes=size_bytes, tokens=size_tokens, schema_valid=schema[0], schema_error=schema[1],
             )
             full.raw = raw
-        projection = Projection.objects.create(
+        projection = Projection(
             tool_call=call, payload=outcome.payload, text=outcome.text, policy=outcome.policy, removed=outcome.removed,
             truncated=outcome.truncated, size_bytes=outcome.size_bytes, tokens=outcome.tokens,
         )
+        sql_columns.insert(projection)
         # What is published is what was just written: no second read.
         call.status, call.error, call.finished_at, call.duration_ms = status, error, now, duration
         if full is not None:

@@ -73,7 +73,11 @@ def _resource_updated(config, params: dict, at: float) -> None:
 
 def subscription_uris(server: Server, user_id: int | None = None) -> set[str]:
     """The resources a connection to `server` (for `user_id` on an OAuth server) subscribes to:
-    what any user subscribed to (one connection serves them all), on an OAuth server that user's own."""
+    what any user subscribed to (one connection serves them all), on an OAuth server that user's own.
+    A server loaded by the pipeline says whether it has any (`has_subscriptions`): most have
+    none, and their calls skip this query."""
+    if getattr(server, "has_subscriptions", True) is False:
+        return set()
     rows = ResourceSubscription.objects.filter(server=server)
     if server.auth == "oauth":
         rows = rows.filter(user_id=user_id)
