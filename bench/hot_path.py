@@ -18,14 +18,16 @@ Measured, per database:
                the stdio MCP server, PostgreSQL, Redis, and all of them
   (b) browser  with --browser: the tool page in headless Chromium (/usr/bin/chromium, Playwright),
                signed in through the login form, warm (10 clicks first): --clicks clicks of Run, each
-               timed in the page from the click to the result's text in #full-result (p50/p95)
+               timed in the page from the click to the result's text in #full-result (p50/p95),
+               and when, from the click, the POST was answered and the call's first and result
+               events came on the page's socket (p50 of each)
   (f) floors   what stops a target on this machine: the CPU an authenticated
                `GET /api/tool-calls/{id}/?full=0` costs daphne (the least one request costs), and
                the calls/s that the CPU per call allows on os.cpu_count() CPUs
 
 With --profile DIR, py-spy (`PYSPY`, default /tmp/pyspy/bin/py-spy; never installed in .venv)
-records daphne and the worker during the load series (raw collapsed stacks, plus SVGs) into DIR;
-`--gil` keeps only samples of a thread holding the GIL, i.e. Python running, not waiting.
+records daphne and the worker during the load series (raw collapsed stacks, plus SVGs) into DIR,
+with `--gil`: only samples of a thread holding the GIL, i.e. Python running, not waiting.
 
 Benches print figures; tests assert behaviour. Every process and the temp dirs and database are
 removed at the end, also on Ctrl-C or an error.
@@ -74,14 +76,42 @@ TARGET_CLICK_MS = 50.0  # click → result in the browser, p50 warm
 CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "bench-pass-123"
 # In the page: type the marker, click Run, resolve with the ms until #full-result shows it.
+# Every WebSocket message's arrival time and event type, for the click's breakdown (a string
+# match, not a parse: the page parses each message itself).
+SOCKET_TIMES_JS = """(() => {
+  const Socket = window.WebSocket;
+  window.__socketTimes = [];
+  window.WebSocket = class extends Socket {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (e) => {
+        const type = /"type": ?"([^"]+)"/.exec(typeof e.data === 'string' ? e.data.slice(0, 200) : '');
+        window.__socketTimes.push([performance.now(), type ? type[1] : '']);
+      });
+    }
+  };
+})();"""
+
+# One click of Run, timed from the click to the result's text in #full-result; with where the
+# time went: the POST's answer (resource timing), the call's first event on the page's socket
+# (its state, sent once the socket has joined the call's events) and its result event.
 CLICK_JS = """async (marker) => {
   const input = document.querySelector('#schema-form input[name=text], #schema-form textarea[name=text]');
   input.value = marker;
   input.dispatchEvent(new Event('input', {bubbles: true}));
+  window.__socketTimes.length = 0;
+  performance.clearResourceTimings();
   return await new Promise((resolve, reject) => {
     const shown = () => (document.querySelector('#full-result')?.textContent || '').includes(marker);
     const observer = new MutationObserver(() => {
-      if (shown()) { observer.disconnect(); resolve(performance.now() - t0); }
+      if (!shown()) return;
+      observer.disconnect();
+      const done = performance.now();
+      const post = performance.getEntriesByType('resource').find((r) => r.name.includes('/call/'));
+      const first = window.__socketTimes.find(([, type]) => type.startsWith('tool_call.'));
+      const result = window.__socketTimes.find(([, type]) => type === 'tool_call.result');
+      resolve({total: done - t0, post: post ? post.responseEnd - t0 : null,
+               first: first ? first[0] - t0 : null, result: result ? result[0] - t0 : null});
     });
     observer.observe(document.body, {childList: true, subtree: true, characterData: true});
     setTimeout(() => { observer.disconnect(); reject(new Error('no result within 30 s')); }, 30000);
@@ -163,6 +193,7 @@ class Client:
                                                args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
             try:
                 page = await browser.new_page()
+                await page.add_init_script(SOCKET_TIMES_JS)
                 await page.goto(f"{self.base}/login/")
                 await page.fill("input[name=username]", username)
                 await page.fill("input[name=password]", PASSWORD)
@@ -348,9 +379,13 @@ def print_report(args: argparse.Namespace, results: dict, elapsed: float) -> Non
               f"errors {r['error_count']})")
         print("      CPU ms per call: " + ", ".join(f"{part} {num(ms)}" for part, ms in cpu.items()) + f"; all {num(total)}")
         if "clicks" in r:
-            clicks = r["clicks"]
+            clicks = [c["total"] for c in r["clicks"]]
             print(f"  (b) browser: click → result on the tool page {pair(clicks)}   target p50 <= {TARGET_CLICK_MS:g}: "
                   f"{'PASS' if p50(clicks) <= TARGET_CLICK_MS else 'MISS'}")
+            parts = {part: [c[part] for c in r["clicks"] if c[part] is not None] for part in ("post", "first", "result")}
+            said = {part: num(p50(times)) if times else "-" for part, times in parts.items()}
+            print(f"      from the click, p50: POST answered {said['post']}, the call's first event {said['first']}, "
+                  f"its result event {said['result']}, its result shown {num(p50(clicks))}")
         print(f"  (f) one authenticated GET costs daphne   {num(r['get_cpu_ms'])} ms CPU; "
               f"{cpus} CPUs / {num(total)} ms per call = {1000 * cpus / total:.0f} calls/s at best")
         print(f"  targets: ?wait p50 over direct <= {TARGET_OVER_DIRECT[db]:g}: {num(over)} "

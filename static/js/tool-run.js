@@ -1,6 +1,13 @@
 // Run a tool from the inspector: create a manual tool call, then watch it on the page's one
 // WebSocket (call-socket.js) for the result and show the full result next to what the model sees.
 //
+// The POST asks `?wait=QUICK_WAIT_SECONDS`: a call that ends that soon (most do) comes back in
+// the POST's own answer, with its full result when small enough (the one-round-trip path scripts
+// use, tools/api.py), and the page skips subscribing, a round trip through the socket's
+// consumer, and the result's relay (bench/hot_path.py --browser times the difference). A longer
+// call is followed on the socket as before: the subscription sends its current state, so its
+// progress, logs and server requests come from the state and the catch-up, only later.
+//
 // The socket's events are summaries (tools/events.py): sizes, tokens, status and the start of
 // what the model saw; tool_call.result also carries the full result unless it is over
 // WS_INLINE_RESULT_MAX_BYTES. Of a result over AUTO_SHOW_BYTES the page shows, on request, its
@@ -15,6 +22,8 @@ import { mountAppView, unmountAppView } from "./app-view.js";
 import { renderContentText } from "./rich-content.js";
 
 const AUTO_SHOW_BYTES = 256 * 1024;
+const QUICK_WAIT_SECONDS = 0.3;
+const FINAL = new Set(["succeeded", "failed", "timed_out", "cancelled"]);
 let shownView = null;  // the tool call id whose App view is under the result
 
 export async function runToolCall({ serverId, tool, args, timeout, asTask = false }) {
@@ -39,9 +48,19 @@ export async function runToolCall({ serverId, tool, args, timeout, asTask = fals
     const body = { arguments: args };
     if (timeout != null) body.timeout = timeout;
     if (asTask) body.task = true;
-    call = await apiFetch(`/api/servers/${serverId}/tools/${encodeURIComponent(tool)}/call/`, { method: "POST", body });
+    call = await apiFetch(`/api/servers/${serverId}/tools/${encodeURIComponent(tool)}/call/?wait=${QUICK_WAIT_SECONDS}`,
+                          { method: "POST", body });
   } catch (err) {
     status.className = "status failed"; status.textContent = err.message; button.disabled = false;
+    return;
+  }
+  if (FINAL.has(call.status)) {  // it ended within the wait: the answer is the finished call
+    if (call.full !== undefined) keepPushedResult({ type: "tool_call.result", tool_call_id: call.id, tool_call: call, result: call.full });
+    showElapsed(elapsed, call);
+    show(call); button.disabled = false;
+    showTask(taskLine, call.task);
+    if (call.progress) showProgress(progress, call.progress);
+    catchUp(call.id, requests, logs);  // what it logged or asked on the way (shown after the result)
     return;
   }
   cancel.hidden = false; cancel.disabled = false;
