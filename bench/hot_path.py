@@ -20,7 +20,8 @@ Measured, per database:
                signed in through the login form, warm (10 clicks first): --clicks clicks of Run, each
                timed in the page from the click to the result's text in #full-result (p50/p95),
                and when, from the click, the POST was answered and the call's first and result
-               events came on the page's socket (p50 of each)
+               events came on the page's socket (p50 of each); then --clicks POSTs ?wait made by the
+               page itself (session cookie + CSRF header, as the page sends them), sequential
   (f) floors   what stops a target on this machine: the CPU an authenticated
                `GET /api/tool-calls/{id}/?full=0` costs daphne (the least one request costs), and
                the calls/s that the CPU per call allows on os.cpu_count() CPUs
@@ -110,7 +111,7 @@ CLICK_JS = """async (marker) => {
       const post = performance.getEntriesByType('resource').find((r) => r.name.includes('/call/'));
       const first = window.__socketTimes.find(([, type]) => type.startsWith('tool_call.'));
       const result = window.__socketTimes.find(([, type]) => type === 'tool_call.result');
-      resolve({total: done - t0, post: post ? post.responseEnd - t0 : null,
+      resolve({total: done - t0, sent: post ? post.startTime - t0 : null, post: post ? post.responseEnd - t0 : null,
                first: first ? first[0] - t0 : null, result: result ? result[0] - t0 : null});
     });
     observer.observe(document.body, {childList: true, subtree: true, characterData: true});
@@ -118,6 +119,22 @@ CLICK_JS = """async (marker) => {
     const t0 = performance.now();
     document.querySelector('#run-tool').click();
   });
+}"""
+
+# The page's POST alone (session cookie + CSRF header, as apiFetch sends it), sequential: what
+# the click's POST costs without the page's work around it, against (w)'s token-authenticated one.
+POST_JS = """async ([url, marker, n]) => {
+  const csrf = decodeURIComponent((document.cookie.match(/(?:^|; )csrftoken=([^;]+)/) || [])[1] || '');
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const res = await fetch(url, {method: 'POST', credentials: 'same-origin',
+      headers: {'Content-Type': 'application/json', 'X-CSRFToken': csrf},
+      body: JSON.stringify({arguments: {text: marker + i}})});
+    const body = await res.json();
+    if (res.status === 200 && body.status === 'succeeded') times.push(performance.now() - t0);
+  }
+  return times;
 }"""
 
 
@@ -203,7 +220,9 @@ class Client:
                 await page.wait_for_selector("#schema-form input[name=text], #schema-form textarea[name=text]")
                 for i in range(10):
                     await page.evaluate(CLICK_JS, marker("click-warm", i))
-                return [await page.evaluate(CLICK_JS, marker("click", i)) for i in range(n)]
+                clicks = [await page.evaluate(CLICK_JS, marker("click", i)) for i in range(n)]
+                posts = await page.evaluate(POST_JS, [self.call_url.removeprefix(self.base), marker("post", 0), n])
+                return clicks, posts
             finally:
                 await browser.close()
 
@@ -322,7 +341,7 @@ def run_one(args: argparse.Namespace) -> int:
                 out["get_cpu_ms"] = cpu.spent.get("daphne", 0.0) / args.calls
                 if args.browser:
                     progress(f"{db}: (b) {args.clicks} clicks of Run on the tool page, in Chromium")
-                    out["clicks"] = await client.clicks(user.username, server.pk, args.clicks)
+                    out["clicks"], out["page_posts"] = await client.clicks(user.username, server.pk, args.clicks)
                 out["errors"] = client.errors[:5]
                 out["error_count"] = len(client.errors)
 
@@ -382,10 +401,12 @@ def print_report(args: argparse.Namespace, results: dict, elapsed: float) -> Non
             clicks = [c["total"] for c in r["clicks"]]
             print(f"  (b) browser: click → result on the tool page {pair(clicks)}   target p50 <= {TARGET_CLICK_MS:g}: "
                   f"{'PASS' if p50(clicks) <= TARGET_CLICK_MS else 'MISS'}")
-            parts = {part: [c[part] for c in r["clicks"] if c[part] is not None] for part in ("post", "first", "result")}
+            parts = {part: [c[part] for c in r["clicks"] if c[part] is not None] for part in ("sent", "post", "first", "result")}
             said = {part: num(p50(times)) if times else "-" for part, times in parts.items()}
-            print(f"      from the click, p50: POST answered {said['post']}, the call's first event {said['first']}, "
+            print(f"      from the click, p50: POST sent {said['sent']}, answered {said['post']}, the call's first event {said['first']}, "
                   f"its result event {said['result']}, its result shown {num(p50(clicks))}")
+            if r["page_posts"]:
+                print(f"      the page's POST ?wait alone (session cookie + CSRF), sequential: {pair(r['page_posts'])}")
         print(f"  (f) one authenticated GET costs daphne   {num(r['get_cpu_ms'])} ms CPU; "
               f"{cpus} CPUs / {num(total)} ms per call = {1000 * cpus / total:.0f} calls/s at best")
         print(f"  targets: ?wait p50 over direct <= {TARGET_OVER_DIRECT[db]:g}: {num(over)} "

@@ -219,6 +219,7 @@ def _finished_call_answer(pk) -> HttpResponse | None:
     if call is None or not call.is_final:
         return None
     data = tool_call_json(call, detail=True)
+    data["has_logs"], data["has_server_requests"] = call.has_logs, call.has_server_requests
     result = call.related_or_none("full_result")
     if result is None or not pushes_result(result.size_bytes) or inline_text is None:
         return JsonResponse(data)

@@ -19,7 +19,7 @@ from django.db.models import Model
 from django.http import Http404
 
 from inspector.sql_columns import Columns
-from tools.models import Projection, Server, Tool, ToolCall, ToolResult
+from tools.models import Projection, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult
 
 
 def _q(name: str) -> str:
@@ -76,7 +76,9 @@ def _finished_query() -> tuple[Columns, Columns, Columns, str]:
     call_id = _q(ToolCall._meta.pk.column)
     sql = (
         f"SELECT {call.sql}, {result.sql}, {projection.sql}, "
-        f"CASE WHEN r.{_column(ToolResult, 'size_bytes')} <= %s THEN CAST(r.{_column(ToolResult, 'raw')} AS text) END "
+        f"CASE WHEN r.{_column(ToolResult, 'size_bytes')} <= %s THEN CAST(r.{_column(ToolResult, 'raw')} AS text) END, "
+        f"EXISTS (SELECT 1 FROM {_q(ServerLogMessage._meta.db_table)} l WHERE l.{_column(ServerLogMessage, 'tool_call')} = c.{call_id}), "
+        f"EXISTS (SELECT 1 FROM {_q(ServerRequest._meta.db_table)} q WHERE q.{_column(ServerRequest, 'tool_call')} = c.{call_id}) "
         f"FROM {_q(ToolCall._meta.db_table)} c "
         f"LEFT JOIN {_q(ToolResult._meta.db_table)} r ON r.{_column(ToolResult, 'tool_call')} = c.{call_id} "
         f"LEFT JOIN {_q(Projection._meta.db_table)} p ON p.{_column(Projection, 'tool_call')} = c.{call_id} "
@@ -87,7 +89,9 @@ def _finished_query() -> tuple[Columns, Columns, Columns, str]:
 
 def call_with_results(pk: Any) -> tuple[ToolCall | None, str | None]:
     """A call with its full result's row (without the result itself) and its projection, and the
-    result's stored JSON text when it is at most WS_INLINE_RESULT_MAX_BYTES, in one query."""
+    result's stored JSON text when it is at most WS_INLINE_RESULT_MAX_BYTES, in one query; also
+    whether the call has log messages and server requests (`has_logs`, `has_server_requests` on
+    the call), so a page need not ask for what is not there."""
     call_columns, result_columns, projection_columns, sql = _finished_query()
     with connection.cursor() as cursor:
         cursor.execute(sql, [settings.WS_INLINE_RESULT_MAX_BYTES, ToolCall._meta.pk.get_db_prep_value(pk, connection)])
@@ -100,4 +104,5 @@ def call_with_results(pk: Any) -> tuple[ToolCall | None, str | None]:
         values = row[at: at + len(columns)]
         at += len(columns)
         descriptor.related.set_cached_value(call, columns.build_or_none(values))
+    call.has_logs, call.has_server_requests = bool(row[at + 1]), bool(row[at + 2])
     return call, row[at]

@@ -60,7 +60,7 @@ export async function runToolCall({ serverId, tool, args, timeout, asTask = fals
     show(call); button.disabled = false;
     showTask(taskLine, call.task);
     if (call.progress) showProgress(progress, call.progress);
-    catchUp(call.id, requests, logs);  // what it logged or asked on the way (shown after the result)
+    catchUp(call.id, requests, logs, call);  // what it logged or asked on the way (shown after the result)
     return;
   }
   cancel.hidden = false; cancel.disabled = false;
@@ -97,11 +97,18 @@ export async function runToolCall({ serverId, tool, args, timeout, asTask = fals
   });
 }
 
-function catchUp(callId, requests, logs) {
-  apiFetch(`/api/server-requests/?tool_call=${callId}`).then((data) => {
-    for (const r of data.server_requests) showServerRequest(requests, r, { defaultModel: localStorage.getItem("sampling-model") || "" });
-  }).catch(() => {});
-  apiFetch(`/api/tool-calls/${callId}/logs/`).then((data) => { for (const entry of data.logs) appendLog(logs, entry); }).catch(() => {});
+// The call's server requests and logs from the database. A ?wait answer says whether it has any
+// (`has_server_requests`, `has_logs`): most calls have neither, and two reads would each cost the
+// web process an authenticated request.
+function catchUp(callId, requests, logs, answer = null) {
+  if (answer?.has_server_requests !== false) {
+    apiFetch(`/api/server-requests/?tool_call=${callId}`).then((data) => {
+      for (const r of data.server_requests) showServerRequest(requests, r, { defaultModel: localStorage.getItem("sampling-model") || "" });
+    }).catch(() => {});
+  }
+  if (answer?.has_logs !== false) {
+    apiFetch(`/api/tool-calls/${callId}/logs/`).then((data) => { for (const entry of data.logs) appendLog(logs, entry); }).catch(() => {});
+  }
 }
 
 function show(call) {
@@ -126,12 +133,16 @@ function show(call) {
   document.getElementById("projection-text").textContent = p.text ?? "";
   document.getElementById("projection-policy").textContent = p.policy || "";
   document.getElementById("projection-removed").textContent = "";
-  // The complete projection (its text may be longer than a summary carries, and what was removed).
-  apiFetch(`/api/tool-calls/${call.id}/?full=0`).then((detail) => {
+  // The complete projection (its text may be longer than a summary carries, and what was removed):
+  // a ?wait answer is the call's detail and has it; a socket event's summary does not.
+  const complete = (detail) => {
     document.getElementById("projection-text").textContent = detail.projection?.text ?? "";
     document.getElementById("projection-removed").textContent = pretty(detail.projection?.removed || []);
     if (detail.schema_valid === false) schema.textContent = `Output schema validation failed: ${detail.schema_error}`;
-  }).catch((err) => { document.getElementById("projection-removed").textContent = `Could not load: ${err.message}`; });
+  };
+  if (!p.policy || "removed" in p) { complete(call); return; }
+  apiFetch(`/api/tool-calls/${call.id}/?full=0`).then(complete)
+    .catch((err) => { document.getElementById("projection-removed").textContent = `Could not load: ${err.message}`; });
 }
 
 function showFull(call) {

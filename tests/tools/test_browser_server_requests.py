@@ -15,7 +15,7 @@ import pytest
 from chat.tool_calls import conversation_key
 from chat.models import Conversation
 from tests.helpers import stop_process, login_page, refresh_tools, start_worker, wait_for
-from tools.models import Server, ServerRequest, ToolCall
+from tools.models import Server, ServerLogMessage, ServerRequest, ToolCall
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -108,6 +108,38 @@ def test_tool_page_progress_bar_log_and_cancel(browser, live_app, asks, screensh
     page.click("#cancel-tool")
     page.wait_for_selector("#run-status.cancelled", timeout=10000)
     assert ToolCall.objects.filter(tool_name="wait", status="cancelled").exists()
+    page.context.close()
+
+
+def test_a_quick_call_comes_back_in_the_posts_answer_with_its_logs_and_nothing_asked_twice(browser, live_app, asks):
+    """The tool page POSTs with ?wait=0.3 (issue 31: click → result): a call that ends that soon is
+    shown from the answer, without a subscription; its logs are still read (the answer says it
+    has some), and a call without any makes no other request to the API."""
+    page = login_page(browser, live_app, "alice", "alice-pass-123")
+    page.goto(f"{live_app.url}/servers/{asks.pk}/tools/progress/")
+    asked: list[str] = []
+    page.on("request", lambda request: "/api/" in request.url and asked.append(f"{request.method} {request.url.split('/api/', 1)[1]}"))
+    sent: list[str] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(str(payload))))
+    page.click("[data-mode=json]")
+    page.fill("#raw-args", json.dumps({"steps": 3, "delay": 0}))
+    page.click("#run-tool")
+    page.wait_for_selector("#run-status.succeeded", timeout=20000)
+    wait_for(lambda: page.locator("#run-logs li").count() == 3, timeout=10, message="the call's three log lines")
+    page.wait_for_selector("#run-progress .progress-text >> text=3 / 3 (100%)")
+    call = ToolCall.objects.get(tool_name="progress")
+    assert asked[0] == f"POST servers/{asks.pk}/tools/progress/call/?wait=0.3", asked
+    assert f"GET tool-calls/{call.pk}/logs/" in asked
+    assert not [frame for frame in sent if str(call.pk) in frame], sent  # never subscribed to
+
+    ServerLogMessage.objects.all().delete()
+    asked.clear()
+    page.fill("#raw-args", json.dumps({"steps": 0, "delay": 0}))
+    page.click("#run-tool")
+    wait_for(lambda: ToolCall.objects.filter(tool_name="progress").count() == 2, message="the second call")
+    page.wait_for_selector("#run-status.succeeded", timeout=20000)
+    page.wait_for_timeout(500)  # what the page would ask after showing the result
+    assert asked == [f"POST servers/{asks.pk}/tools/progress/call/?wait=0.3"], asked
     page.context.close()
 
 

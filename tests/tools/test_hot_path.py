@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from inspector.models import ApiToken
 from inspector.roles import VIEWER, is_viewer, set_role
 from tools import call_sql
-from tools.models import Projection, Server, Tool, ToolCall, ToolResult
+from tools.models import Projection, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult
 from tools.runtime import pipeline
 from tools.runtime.events import tool_call_json
 
@@ -106,6 +106,11 @@ def test_the_finished_read_is_the_orms_call_in_one_query_with_small_text_inline(
     assert len(queries) == 1
     assert shown == json.dumps(tool_call_json(orm, detail=True), cls=DjangoJSONEncoder)
     assert json.loads(inline) == {"content": [{"type": "text", "text": "é"}]}
+    assert (read.has_logs, read.has_server_requests) == (False, False)  # the page then asks for neither
+    ServerLogMessage.objects.create(server=server, tool_call=call, level="info", data="hi")
+    assert (call_sql.call_with_results(call.pk)[0].has_logs, call_sql.call_with_results(call.pk)[0].has_server_requests) == (True, False)
+    ServerRequest.objects.create(tool_call=call, server=server, kind="roots", method="roots/list")
+    assert call_sql.call_with_results(call.pk)[0].has_server_requests is True
     settings.WS_INLINE_RESULT_MAX_BYTES = 47  # the result is bigger now: never read here
     assert call_sql.call_with_results(call.pk)[1] is None
 
