@@ -19,8 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from inspector import tracing
-from inspector import sql_columns
+from inspector import sql_columns, tracing
 from inspector.sql_columns import Columns
 from tools import callers
 from tools.mcp import tokens, tool_headers
