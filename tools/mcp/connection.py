@@ -144,14 +144,8 @@ class Connection:
     @property
     def alive(self) -> bool:
         """Connected and nothing has shown the connection to be broken."""
-        return (
-            self._connected
-            and not self._closed
-            and not self._eof
-            and self._owner is not None
-            and not self._owner.done()
-            and self._link.alive
-        )
+        return (self._connected and not self._closed and not self._eof and self._owner is not None
+                and not self._owner.done() and self._link.alive)
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -480,9 +474,6 @@ class Connection:
             )
         return result
 
-    async def _list(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> list[dict[str, Any]]:
-        return (await self._listing(method, key, make, timeout)).items
-
     async def _listing(self, method: str, key: str, make: Callable[[str | None], Any], timeout: float | None) -> Listing:
         items: list[dict[str, Any]] = []
         hint: CacheHint | None = None
@@ -516,33 +507,19 @@ class Connection:
 
     async def list_tools(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """All tools, every page, as raw dicts."""
-        return await self._list(
-            "tools/list", "tools", lambda c: types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=c)), timeout
-        )
+        return (await self.listing("tools/list", timeout)).items
 
     async def list_resources(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """All resources, every page, as raw dicts."""
-        return await self._list(
-            "resources/list",
-            "resources",
-            lambda c: types.ListResourcesRequest(params=types.PaginatedRequestParams(cursor=c)),
-            timeout,
-        )
+        return (await self.listing("resources/list", timeout)).items
 
     async def list_resource_templates(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """All resource templates, every page, as raw dicts."""
-        return await self._list(
-            "resources/templates/list",
-            "resourceTemplates",
-            lambda c: types.ListResourceTemplatesRequest(params=types.PaginatedRequestParams(cursor=c)),
-            timeout,
-        )
+        return (await self.listing("resources/templates/list", timeout)).items
 
     async def list_prompts(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """All prompts, every page, as raw dicts."""
-        return await self._list(
-            "prompts/list", "prompts", lambda c: types.ListPromptsRequest(params=types.PaginatedRequestParams(cursor=c)), timeout
-        )
+        return (await self.listing("prompts/list", timeout)).items
 
     async def call_tool(
         self,
