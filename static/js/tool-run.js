@@ -22,7 +22,7 @@ import { mountAppView, unmountAppView } from "./app-view.js";
 import { renderContentText } from "./rich-content.js";
 
 const AUTO_SHOW_BYTES = 256 * 1024;
-const QUICK_WAIT_SECONDS = 0.3;
+const QUICK_WAIT_SECONDS = 0.5;
 const FINAL = new Set(["succeeded", "failed", "timed_out", "cancelled"]);
 let shownView = null;  // the tool call id whose App view is under the result
 
