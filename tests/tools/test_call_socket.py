@@ -91,17 +91,27 @@ def test_the_calls_socket_needs_a_login(live_app):
 
 @pytest.mark.browser
 def test_the_tool_page_runs_calls_over_one_socket(browser, live_app, user, basic_server, celery_worker):
+    """Calls that outlast the page's quick wait (?wait=0.5, static/js/tool-run.js) are followed on
+    the page's one socket, every one on the same; a quick one needs no socket at all."""
     refresh_tools(basic_server)
     page = login_page(browser, live_app, "alice", "alice-pass-123")
     sockets: list[str] = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
     page.goto(f"{live_app.url}/servers/{basic_server.pk}/tools/echo/")
-    for text in ("one", "two", "three"):
-        page.locator("#schema-form input[name=text]").fill(text)
+    page.locator("#schema-form input[name=text]").fill("quick")
+    page.locator("#run-tool").click()
+    page.locator("#full-result", has_text="quick").wait_for(timeout=30000)
+    assert [u for u in sockets if "/ws/" in u] == [], sockets  # answered by the POST itself
+
+    page.goto(f"{live_app.url}/servers/{basic_server.pk}/tools/slow/")
+    for tag in ("one", "two", "three"):
+        page.locator("#schema-form input[name=seconds]").fill("1")
+        page.locator("#schema-form input[name=tag]").fill(tag)
         page.locator("#run-tool").click()
-        page.locator("#full-result", has_text=text).wait_for(timeout=30000)
+        page.locator("#run-status.running").wait_for(timeout=30000)  # followed on the socket
+        page.locator("#full-result", has_text="slept 1").wait_for(timeout=30000)
         page.locator("#run-tool:not([disabled])").wait_for(timeout=10000)
-    assert ToolCall.objects.filter(tool_name="echo", status="succeeded").count() == 3
+    assert ToolCall.objects.filter(tool_name="slow", status="succeeded").count() == 3
     call_sockets = [u for u in sockets if "/ws/calls/" in u or "/ws/tool-calls/" in u]
     assert len(call_sockets) == 1 and call_sockets[0].endswith("/ws/calls/"), sockets
     page.context.close()
