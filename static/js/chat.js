@@ -28,6 +28,10 @@ const streamed = new Map();   // LLM tool-call id -> {id, turn, step} while the 
 const endedTurns = new Set();
 let streaming = null;         // {el, text}
 let running = false;
+// Bumped by whatever tells the turn's state live (its events, a sent message): a load() that read
+// the conversation before such news must not undo it (its "idle", read before the POST that
+// started a turn, hid Stop while the turn ran: a CI failure).
+let turnNews = 0;
 // The loaded messages are the seqs [oldestSeq, lastSeq] with no gap: a reconnection asks for
 // what came after lastSeq. Live messages move lastSeq on only while they are contiguous
 // (seqs are dense), so an event missed while the socket was away is never skipped.
@@ -372,6 +376,7 @@ function showTurnState() {
 }
 
 function endTurn(turnId) {
+  turnNews += 1;
   if (turnId != null) endedTurns.add(turnId);
   setRunning(false);
   if (streaming) { streaming.el.remove(); streaming = null; }
@@ -412,12 +417,15 @@ function applyPage(data) {
 async function load() {
   // First connection: the newest page. A reconnection: only what is new since the last message.
   let data;
+  const news = turnNews;
   do {
     data = await apiFetch(`/api/conversations/${cid}/${lastSeq == null ? "" : `?after=${lastSeq}`}`);
     applyPage(data);
   } while (data.page.has_newer);
-  setRunning(data.status === "running");
-  if (data.status !== "running") dropStreamed();  // the turn ended while the socket was away
+  if (turnNews === news) {  // else the live news is newer than what this read
+    setRunning(data.status === "running");
+    if (data.status !== "running") dropStreamed();  // the turn ended while the socket was away
+  }
   const title = document.getElementById("conversation-title");
   if (data.title && !title.value && document.activeElement !== title) title.value = data.title;
   if (data.turn && data.turn.status === "failed") notice(data.turn.error, true);
@@ -462,7 +470,7 @@ function onEvent(ev) {
       }
       break;
     }
-    case "turn.started": setRunning(true); notice(""); break;
+    case "turn.started": turnNews += 1; setRunning(true); notice(""); break;
     case "tool_call.streaming": onToolStreaming(ev); break;
     case "tool_call.created":
       adoptStreamed(ev.tool_call.llm_tool_call_id, ev.tool_call_id);
@@ -531,6 +539,7 @@ async function send(text, fromCall) {
   try {
     const body = fromCall ? { text, from_tool_call: fromCall } : { text };
     await apiFetch(`/api/conversations/${cid}/messages/`, { method: "POST", body });
+    turnNews += 1;
     setRunning(true);
     return true;
   } catch (err) { notice(err.message, true); return false; }

@@ -68,3 +68,38 @@ def test_conversation_list_shows_servers_and_tells_identical_titles_apart(browse
     assert "started" not in row(other).locator("td.title").inner_text()  # a unique title needs nothing more
     page.screenshot(path=str(screenshots / "chat-list-servers.png"), full_page=True)
     page.context.close()
+
+
+def test_a_late_first_load_does_not_undo_a_turn_started_since(browser, live_app, user, fake_llm, basic_server):
+    """The page's first load of the conversation (sent when its socket opens) can answer after
+    the user has already sent a message: its "idle", read before that turn began, hid Stop and
+    dropped the streamed card while the turn ran (a CI failure of
+    test_a_stopped_turn_removes_the_streamed_card). The first load is held here until the turn's
+    card streams, then answered with what it read."""
+    refresh_tools(basic_server)
+    conversation = make_conversation(user, fake_llm, [basic_server])
+    fake_llm.script([{"tool_calls": [{"name": "basic__echo", "arguments": {"text": "y" * 200}, "id": "z1"}], "chunk_delay": 0.3}])
+    page = login_page(browser, live_app, "alice", "alice-pass-123")
+    held = []
+
+    def hold_first_load(route):
+        if route.request.method == "GET" and not held:
+            held.append((route, route.fetch()))  # read now: the conversation is idle
+        else:
+            route.continue_()
+
+    page.route(re.compile(rf"/api/conversations/{conversation.pk}/$"), hold_first_load)
+    page.goto(f"{live_app.url}/chat/{conversation.pk}/")
+    page.wait_for_selector("#conn-state.ok")
+    send(page, "start and stop")
+    page.wait_for_selector(".tool-card .status.streaming", timeout=20000)
+    assert len(held) == 1
+    route, response = held[0]
+    assert response.json()["status"] != "running"
+    route.fulfill(response=response)
+    page.wait_for_timeout(500)  # the late answer is applied
+    assert page.locator("#stop").is_visible(), "Stop hidden while the turn runs"
+    assert page.locator(".tool-card").count() == 1
+    page.click("#stop")
+    page.wait_for_selector("#turn-notice >> text=Stopped.", timeout=20000)
+    page.context.close()
