@@ -25,7 +25,7 @@ from tests.helpers import ARTIFACTS, Api, login_page, refresh_tools, run_call
 from tests.figures import record
 from tests.mcp_servers.hostile import HOSTILE_NAME, PAYLOAD
 from tests.mcp_servers.launch import server_path
-from tools.models import Server, Tool, ToolCall
+from tools.models import RpcFrame, Server, Tool, ToolCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
@@ -146,6 +146,20 @@ def _log_since(offset: int) -> str:
         return log.read().decode("utf-8", "replace")
 
 
+def _frames_settle(server: Server, quiet: float = 1.0, timeout: float = 60.0) -> None:
+    """Wait until the worker has stopped writing this server's JSON-RPC frames: a flood that
+    outlived its call is still being logged, and the test database's flush at teardown
+    deadlocked with those INSERTs on PostgreSQL (a CI failure)."""
+    last, since, deadline = -1, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        count = RpcFrame.objects.filter(server=server).count()
+        if count != last:
+            last, since = count, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.2)
+
+
 def test_servers_that_print_garbage_flood_hang_or_crash_end_each_call_with_a_clear_message(staff_user):
     server = Server.objects.create(name="hostile-stdio", transport="stdio", command=sys.executable,
                                    args=[server_path("hostile.py"), "--legacy"], owner=staff_user)
@@ -158,6 +172,7 @@ def test_servers_that_print_garbage_flood_hang_or_crash_end_each_call_with_a_cle
         started = time.monotonic()
         call = run_call(server, tool, arguments, user=staff_user)
         outcomes[label] = (call.status, call.error, round(time.monotonic() - started, 1))
+    _frames_settle(server)
     print(json.dumps(outcomes, indent=1))
     for label, (status, error, seconds) in outcomes.items():
         record(f"{label}: status", status, "misbehaving servers")
