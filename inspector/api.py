@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 from typing import Any, Callable, TypeVar
 
@@ -11,7 +10,6 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.forms import ValidationError as FormValidationError
 from django.http import Http404, HttpRequest, JsonResponse
-from django.utils.functional import SimpleLazyObject, empty
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as BodyError
 
@@ -141,36 +139,10 @@ def error_answer(exc: Exception) -> JsonResponse | None:
     return None
 
 
-async def resolved_user(request: HttpRequest):
-    """The request's user without a thread hop when the middleware already resolved it (a token,
-    or the login check), else from the session (Django's async `auser`)."""
-    user = request.user
-    if isinstance(user, SimpleLazyObject) and user._wrapped is empty:
-        request.user = user = await request.auser()  # the view may read request.user on the loop
-    return user
-
-
 def api_view(*methods: str) -> Callable:
     """Allow `methods`, require a logged-in user, and map exceptions to JSON errors."""
 
     def decorator(view: Callable) -> Callable:
-        if inspect.iscoroutinefunction(view):
-            @functools.wraps(view)
-            async def async_wrapper(request: HttpRequest, *args, **kwargs):
-                # An async view waits without holding one of daphne's few request threads.
-                answer = refused(request, methods, await resolved_user(request))
-                if answer is not None:
-                    return answer
-                try:
-                    return await view(request, *args, **kwargs)
-                except Exception as exc:
-                    answer = error_answer(exc)
-                    if answer is None:
-                        raise
-                    return answer
-
-            return async_wrapper
-
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args, **kwargs):
             answer = refused(request, methods, request.user)

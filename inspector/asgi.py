@@ -2,10 +2,12 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+
+from inspector.asgi_handler import OneHopASGIHandler  # noqa: E402  (needs Django set up)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -15,6 +17,8 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from inspector import tracing  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
+
+django_asgi_app = OneHopASGIHandler(keep_threads=settings.WEB_REQUEST_THREADS)
 
 tracing.configure("web")  # exports spans only when OTEL_EXPORTER_OTLP_ENDPOINT is set
 

@@ -1,13 +1,11 @@
 """Request gatekeeping: sandbox origin isolation, API tokens, and login for everything else.
 
-Each middleware here runs sync or async, as the chain around it does (Django's "Asynchronous
-support" for middleware): with every middleware async-capable, daphne runs a request's chain and
-an async view on its event loop, instead of the whole chain in a new thread per request.
+Plain synchronous middleware: daphne runs the whole chain in one hop to the request's thread
+(inspector/asgi_handler.py says why that costs less than an async chain).
 """
 
 from __future__ import annotations
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -18,38 +16,23 @@ from inspector import tracing
 TRACE_HEADERS = ("traceparent", "tracestate")
 
 
-class SyncAndAsync:
-    """A middleware that calls the next one as that one is: a coroutine function, or a plain one.
-    Subclasses define `__call__`'s sync side and `__acall__`."""
-
-    sync_capable = True
-    async_capable = True
+class Middleware:
+    """A plain middleware: `__call__` wraps the next one."""
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
 
 
-class TraceMiddleware(SyncAndAsync):
+class TraceMiddleware(Middleware):
     """Each request is where a trace starts (inspector/tracing.py): a span around it, continuing the
     `traceparent` a client sent, current while the view runs, so the tasks it sends and the MCP
     requests a worker makes for it carry its trace id."""
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if self.async_mode:
-            return self.__acall__(request)
         if request.path == "/healthz":  # a supervisor's probe every few seconds is no user's action
             return self.get_response(request)
         with self.span(request) as span:
             return self.traced(request, span, self.get_response(request))
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        if request.path == "/healthz":
-            return await self.get_response(request)
-        with self.span(request) as span:
-            return self.traced(request, span, await self.get_response(request))
 
     @staticmethod
     def span(request: HttpRequest):
@@ -68,19 +51,14 @@ class TraceMiddleware(SyncAndAsync):
         return response
 
 
-class SandboxHostMiddleware(SyncAndAsync):
+class SandboxHostMiddleware(Middleware):
     """The sandbox origin serves only the widget sandbox proxy and its static files.
 
     Widgets run on that origin; nothing of the inspector (pages, API, admin) may answer there.
     """
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if self.async_mode:
-            return self.__acall__(request)
         return self.refused(request) or self.get_response(request)
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        return self.refused(request) or await self.get_response(request)
 
     @staticmethod
     def refused(request: HttpRequest) -> HttpResponse | None:
@@ -93,19 +71,14 @@ class SandboxHostMiddleware(SyncAndAsync):
         return None
 
 
-class ContentSecurityPolicyMiddleware(SyncAndAsync):
+class ContentSecurityPolicyMiddleware(Middleware):
     """A strict Content-Security-Policy on every response of the app's origin (pages, API, admin).
 
     Responses on the sandbox origin are left alone: the sandbox proxy sends its own policy.
     """
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if self.async_mode:
-            return self.__acall__(request)
         return self.with_policy(request, self.get_response(request))
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        return self.with_policy(request, await self.get_response(request))
 
     @staticmethod
     def with_policy(request: HttpRequest, response: HttpResponse) -> HttpResponse:
@@ -116,12 +89,10 @@ class ContentSecurityPolicyMiddleware(SyncAndAsync):
         return response
 
 
-class TokenAuthMiddleware(SyncAndAsync):
+class TokenAuthMiddleware(Middleware):
     """`Authorization: Token <key>` authenticates API requests for scripts and CI."""
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if self.async_mode:
-            return self.__acall__(request)
         key = self.token(request)
         if key is not None:
             from inspector.models import ApiToken
@@ -129,15 +100,6 @@ class TokenAuthMiddleware(SyncAndAsync):
             if not self.signed_in(request, ApiToken.authenticate(key)):
                 return self.invalid()
         return self.get_response(request)
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        key = self.token(request)
-        if key is not None:
-            from inspector.models import ApiToken
-
-            if not self.signed_in(request, await sync_to_async(ApiToken.authenticate)(key)):
-                return self.invalid()
-        return await self.get_response(request)
 
     @staticmethod
     def token(request: HttpRequest) -> str | None:

@@ -12,12 +12,10 @@ permission, and an OIDC sign-in can set them from the provider's groups (inspect
 
 from __future__ import annotations
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth.models import Group
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.functional import SimpleLazyObject, empty
 
 VIEWER = "viewer"
 MEMBER = "member"
@@ -36,21 +34,6 @@ def is_viewer(user) -> bool:
     cached = getattr(user, "_inspector_is_viewer", None)
     if cached is None:
         cached = user.groups.filter(name=VIEWER_GROUP).exists()
-        user._inspector_is_viewer = cached
-    return cached
-
-
-async def ais_viewer(request: HttpRequest) -> bool:
-    """`is_viewer` of the request's user, from async code: the session's user and the group are
-    read without blocking the event loop (a token's user comes with its role: ApiToken.authenticate)."""
-    user = getattr(request, "user", None)
-    if isinstance(user, SimpleLazyObject) and user._wrapped is empty and hasattr(request, "auser"):
-        request.user = user = await request.auser()  # as inspector/api.py resolved_user: read once
-    if user is None or not user.is_authenticated or user.is_staff:
-        return False
-    cached = getattr(user, "_inspector_is_viewer", None)
-    if cached is None:
-        cached = await user.groups.filter(name=VIEWER_GROUP).aexists()
         user._inspector_is_viewer = cached
     return cached
 
@@ -95,15 +78,9 @@ class ViewerReadOnlyMiddleware:
 
     ALLOWED_PATHS = ("logout",)
 
-    sync_capable = True
-    async_capable = True
-
     def __init__(self, get_response):
         self.get_response = get_response
         self._allowed: tuple[str, ...] | None = None
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
 
     def _allowed_paths(self) -> tuple[str, ...]:
         if self._allowed is None:
@@ -111,16 +88,9 @@ class ViewerReadOnlyMiddleware:
         return self._allowed
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if self.async_mode:
-            return self.__acall__(request)
         if self._gated(request) and is_viewer(getattr(request, "user", None)):
             return refuse(request)
         return self.get_response(request)
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        if self._gated(request) and await ais_viewer(request):
-            return await sync_to_async(refuse)(request)  # a page renders a template
-        return await self.get_response(request)
 
     def _gated(self, request: HttpRequest) -> bool:
         return request.method not in SAFE_METHODS and request.path not in self._allowed_paths()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -169,14 +168,15 @@ class CallBody(Body):
 
 
 @api_view("POST")
-async def tool_call_create(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+def tool_call_create(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     """Start a call: 202 with its id, or with `?wait=SECONDS` the finished call when it ends within
     that time (one round trip for scripts: its summary, projection and the full result inline up to
-    WS_INLINE_RESULT_MAX_BYTES, else `result_url`), else 202 as without. The wait holds no thread."""
+    WS_INLINE_RESULT_MAX_BYTES, else `result_url`), else 202 as without. The request's own thread
+    waits (inspector/asgi_handler.py: one per request in flight, whatever the view)."""
     wait = _wait_seconds(request)
-    call = await sync_to_async(_start_manual_call)(request, pk, name)
-    if wait and await lifecycle.wait_for_end(call.pk, wait):
-        finished = await sync_to_async(_finished_call_answer)(call.pk)
+    call = _start_manual_call(request, pk, name)
+    if wait and lifecycle.wait_for_end(call.pk, wait):
+        finished = _finished_call_answer(call.pk)
         if finished is not None:
             return finished
     return JsonResponse({"id": str(call.pk), "status": call.status, "trace_id": call.trace_id}, status=202)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -135,10 +134,10 @@ class ReadBody(LenientBody):
 
 
 @api_view("POST")
-async def tools_call(request: HttpRequest, pk) -> HttpResponse:
+def tools_call(request: HttpRequest, pk) -> HttpResponse:
     """`tools/call` from a view: own server only, and only tools visible to apps."""
-    origin_call = await sync_to_async(view_call_of)(request, pk)
-    return await _view_tools_call(request, origin_call.server, origin_call)
+    origin_call = view_call_of(request, pk)
+    return _view_tools_call(request, origin_call.server, origin_call)
 
 
 @api_view("GET")
@@ -162,10 +161,10 @@ def view_tools(server: Server, uri: str) -> list[Tool]:
 
 
 @api_view("POST")
-async def preview_tools_call(request: HttpRequest, pk: int) -> HttpResponse:
+def preview_tools_call(request: HttpRequest, pk: int) -> HttpResponse:
     """`tools/call` from a previewed view: the same rules, stored with origin "widget" and no parent call."""
-    server = await sync_to_async(get_object_or_404)(Server.objects.visible_to(request.user), pk=pk)
-    return await _view_tools_call(request, server, None)
+    server = get_object_or_404(Server.objects.visible_to(request.user), pk=pk)
+    return _view_tools_call(request, server, None)
 
 
 @api_view("POST")
@@ -174,13 +173,13 @@ def preview_resources_read(request: HttpRequest, pk: int) -> JsonResponse:
     return _view_resources_read(request, server)
 
 
-async def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> HttpResponse:
-    """Start the view's call and answer with its result once it has ended: the wait is on the
-    event loop (tools/runtime/lifecycle.py wait_for_end), holding none of daphne's threads."""
-    call = await sync_to_async(_start_view_call)(request, server, origin_call)
-    if not await lifecycle.wait_for_end(call.pk, settings.MCP_WEB_WAIT):
+def _view_tools_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> HttpResponse:
+    """Start the view's call and answer with its result once it has ended (the request's thread
+    waits: tools/runtime/lifecycle.py wait_for_end)."""
+    call = _start_view_call(request, server, origin_call)
+    if not lifecycle.wait_for_end(call.pk, settings.MCP_WEB_WAIT):
         raise ApiError("The tool call did not finish in time.", status=504)
-    return await sync_to_async(_view_call_answer)(call.pk)
+    return _view_call_answer(call.pk)
 
 
 def _start_view_call(request: HttpRequest, server: Server, origin_call: ToolCall | None) -> ToolCall:

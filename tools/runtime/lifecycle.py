@@ -11,13 +11,12 @@ tools/runtime/pipeline.py; what ends a stuck call is tools/runtime/sweep.py.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.db import transaction
@@ -137,21 +136,20 @@ def cancel_calls(calls: Iterable[ToolCall], reason: str) -> list[str]:
     return cancelled
 
 
-async def wait_for_end(tool_call_id, timeout: float) -> bool:
-    """Wait, on the event loop (no thread held), until the call has ended or `timeout` passed; True if it ended.
+def wait_for_end(tool_call_id, timeout: float) -> bool:
+    """Wait in the request's thread until the call has ended or `timeout` passed; True if it ended.
 
     The end is told on Redis (waits.ended_key, pushed with the call's final event); a second's
     wait at a time, with a look at the row between, so an end whose notice was lost (a Redis
     hiccup) is still seen within a second."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = time.monotonic() + timeout
     while True:
-        remaining = deadline - loop.time()
-        if await waits.wait(waits.ended_key(tool_call_id), max(min(remaining, END_RECHECK), 0.001)) is not None:
+        remaining = deadline - time.monotonic()
+        if waits.wait_blocking(waits.ended_key(tool_call_id), max(min(remaining, END_RECHECK), 0.001)) is not None:
             return True
-        if await sync_to_async(_has_ended)(tool_call_id):
+        if _has_ended(tool_call_id):
             return True
-        if deadline - loop.time() <= 0:
+        if deadline - time.monotonic() <= 0:
             return False
 
 

@@ -7,7 +7,8 @@ onto the key; the worker `wait`s with BLPOP, bounded by the call's remaining tim
 pub/sub: a message pushed a moment before the worker starts waiting is not lost.
 
 The worker side is async (it runs on the MCP pool's event loop, which must never block); the
-web side is a plain synchronous push.
+web side is synchronous: a plain push, and `wait_blocking` in a request's own thread for a
+call's end.
 
 A Cancel is waited for during every call, and nearly every call ends without one: a BLPOP
 cancelled when its call ends costs its connection (redis-py drops a connection whose answer is
@@ -23,6 +24,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from typing import Any
 
 import redis
@@ -48,6 +50,7 @@ def ended_key(tool_call_id) -> str:
 
 
 _sync_client: redis.Redis | None = None
+_SOCKET_TIMEOUT = 5.0  # seconds; a blocking wait on this client is shorter (wait_blocking)
 _sync_lock = threading.Lock()
 
 
@@ -56,20 +59,39 @@ def announcements() -> str:
     return f"{settings.REDIS_PREFIX}announced-pushes"
 
 
-def push(key: str, message: dict[str, Any], ttl: int = _KEY_TTL, announce: bool = False) -> None:
-    """Hand `message` to whoever waits on `key` (now or within `ttl` seconds); `announce` for a key
-    a worker waits on with `wait_announced`."""
+def _client() -> redis.Redis:
+    """The process's synchronous client (thread-safe: each command takes a connection of its pool)."""
     global _sync_client
     with _sync_lock:
         if _sync_client is None:
-            _sync_client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
-        client = _sync_client
-    pipe = client.pipeline()
+            _sync_client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=_SOCKET_TIMEOUT,
+                                                socket_connect_timeout=5)
+        return _sync_client
+
+
+def push(key: str, message: dict[str, Any], ttl: int = _KEY_TTL, announce: bool = False) -> None:
+    """Hand `message` to whoever waits on `key` (now or within `ttl` seconds); `announce` for a key
+    a worker waits on with `wait_announced`."""
+    pipe = _client().pipeline()
     pipe.rpush(key, json.dumps(message))
     pipe.expire(key, ttl)
     if announce:
         pipe.publish(announcements(), key)
     pipe.execute()
+
+
+def wait_blocking(key: str, timeout: float) -> dict[str, Any] | None:
+    """The next message pushed on `key`, or None after `timeout` seconds (at most 4), blocking the
+    calling thread: a web request's own thread (inspector/asgi_handler.py), which its caller loops
+    on. A Redis outage is a None after a pause: the caller looks at the database between waits."""
+    timeout = min(max(timeout, 0.01), _SOCKET_TIMEOUT - 1)
+    try:
+        item = _client().blpop([key], timeout=timeout)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        log.warning("waiting on %s: Redis is unavailable (%s)", key, exc)
+        time.sleep(timeout)
+        return None
+    return None if item is None else json.loads(item[1])
 
 
 _async_clients: dict[int, tuple[asyncio.AbstractEventLoop, aredis.Redis]] = {}
