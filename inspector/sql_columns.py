@@ -55,22 +55,59 @@ def _insert_sql(model: type[Model]) -> tuple[list, str]:
     fields = list(model._meta.local_concrete_fields)
     q = connection.ops.quote_name
     columns = ", ".join(q(f.column) for f in fields)
-    return fields, f"INSERT INTO {q(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+    return fields, f"INSERT INTO {q(model._meta.db_table)} ({columns}) VALUES "
 
 
 def insert(obj: Model) -> None:
     """Insert a new instance in one INSERT built once per model, for the hot path's rows (a new
-    tool call, a projection): `Model.save` compiled its INSERT on every call (py-spy: ~13% of
-    daphne's Python time per `POST …/call/`).
+    tool call, its full result, its projection): `Model.save` compiled its INSERT on every call
+    (py-spy: ~13% of daphne's Python time per `POST …/call/`).
 
     Only for a model whose primary key is set before the insert (a UUID default, a one-to-one
-    key) and whose fields are plain values: no `db_default`, no expression as a value. It skips
-    what `save` does beyond the INSERT: the model's own `save()`, signals, parent models."""
-    fields, sql = _insert_sql(type(obj))
+    key) and whose values are plain values or expressions that need no compiler (such as
+    tools/runtime/stored_result.py `JSONText`): no `db_default`, no F(). It skips what `save`
+    does beyond the INSERT: the model's own `save()`, signals, parent models."""
+    fields, head = _insert_sql(type(obj))
     if obj.pk is None:
         raise ValueError(f"insert() needs the primary key of a new {type(obj).__name__} set beforehand")
-    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    placeholders, params = [], []
+    for field in fields:
+        value = field.get_db_prep_save(field.pre_save(obj, True), connection)
+        if hasattr(value, "as_sql"):
+            sql, value_params = getattr(value, f"as_{connection.vendor}", value.as_sql)(None, connection)
+            placeholders.append(sql)
+            params.extend(value_params)
+        else:
+            placeholders.append("%s")
+            params.append(value)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"{head}({', '.join(placeholders)})", params)
     obj._state.adding = False
     obj._state.db = connection.alias
+
+
+@functools.cache
+def _numbered_insert_sql(model: type[Model]) -> tuple[list, str, str, str]:
+    fields = [f for f in model._meta.local_concrete_fields if not f.primary_key]
+    q = connection.ops.quote_name
+    columns = ", ".join(q(f.column) for f in fields)
+    row = f"({', '.join(['%s'] * len(fields))})"
+    return fields, f"INSERT INTO {q(model._meta.db_table)} ({columns}) VALUES ", row, f" RETURNING {q(model._meta.pk.column)}"
+
+
+def insert_numbered(objs: list[Model]) -> None:
+    """Insert new instances of one model whose primary key the database numbers, in one
+    `INSERT … VALUES (…), (…) RETURNING` (SQLite ≥ 3.35 and PostgreSQL), each instance getting its
+    key: `bulk_create` compiled that INSERT on every batch of the JSON-RPC log (two frames a call).
+    The keys come back in the rows' order, as `bulk_create` also relies on. The same limits as `insert`."""
+    if not objs:
+        return
+    fields, head, row, tail = _numbered_insert_sql(type(objs[0]))
+    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(head + ", ".join([row] * len(objs)) + tail, params)
+        keys = cursor.fetchall()
+    for obj, (key,) in zip(objs, keys, strict=True):
+        obj.pk = key
+        obj._state.adding = False
+        obj._state.db = connection.alias

@@ -79,24 +79,26 @@ def test_frames_of_a_server_deleted_meanwhile_are_dropped_quietly(basic_server, 
 
 @pytest.mark.django_db(transaction=True)
 def test_frames_written_again_after_a_dead_server_take_fresh_ids(basic_server, user, monkeypatch):
-    """The failed insert numbered the batch's rows (SQLite: before its COMMIT failed on the dead
-    server's key); another writer may take those numbers before the retry. Seen in CI: the retry
-    failed "UNIQUE constraint failed: tools_rpcframe.id" and the whole batch was lost."""
+    """A batch refused for a dead server's frame is written again without it; another writer
+    may take the next ids in between. Seen in CI once the ORM wrote the batch: the retry failed
+    "UNIQUE constraint failed: tools_rpcframe.id" (its rows kept the failed insert's numbers)
+    and the whole batch was lost."""
     from django.db import IntegrityError
 
+    from inspector import sql_columns
     from tools.models import Server
     from tools.runtime.rpclog import FrameRecorder
 
     gone = Server.objects.create(name="gone", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
     gone_pk = gone.pk
     gone.delete()
-    real_bulk_create = RpcFrame.objects.bulk_create
+    real_insert = sql_columns.insert_numbered
     calls = []
 
-    def bulk_create_with_a_writer_in_between(rows, *args, **kwargs):
+    def insert_with_a_writer_in_between(rows):
         calls.append(len(rows))
         try:
-            return real_bulk_create(rows, *args, **kwargs)
+            return real_insert(rows)
         except IntegrityError:
             # Other processes write their frames now, taking the next free ids.
             for _ in rows:
@@ -104,7 +106,7 @@ def test_frames_written_again_after_a_dead_server_take_fresh_ids(basic_server, u
                                         payload={}, size_bytes=2, at=timezone.now())
             raise
 
-    monkeypatch.setattr(RpcFrame.objects, "bulk_create", bulk_create_with_a_writer_in_between)
+    monkeypatch.setattr(sql_columns, "insert_numbered", insert_with_a_writer_in_between)
     recorder = FrameRecorder()
 
     class Config:

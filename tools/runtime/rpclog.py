@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections
 
+from inspector import sql_columns
 from inspector.events import publish
 from tools.mcp.frames import for_storage
 from tools.models import RpcFrame, Server, parse_pool_key
@@ -129,16 +130,13 @@ class FrameRecorder:
                 )
             )
         try:
-            RpcFrame.objects.bulk_create(rows)
+            sql_columns.insert_numbered(rows)  # one statement, committed on its own
         except IntegrityError:
             # A server deleted while its connection still talked (its closing frames): drop its frames.
             alive = set(Server.objects.filter(pk__in={r.server_id for r in rows}).values_list("pk", flat=True))
             rows = [r for r in rows if r.server_id in alive]
-            for row in rows:
-                # The failed insert numbered them (SQLite: its COMMIT failed after the INSERT);
-                # another writer may hold those numbers now.
-                row.pk = None
-            RpcFrame.objects.bulk_create(rows)
+            # Numbered afresh: another writer may have taken the numbers the failed insert had.
+            sql_columns.insert_numbered(rows)
         publish(LOG_GROUP, {"type": "rpc.frames", "frames": [row.as_event() for row in rows]})
         close_old_connections()
 

@@ -29,7 +29,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Expression, JSONField
 from django.db.models.expressions import RawSQL
 
-from inspector import pg_nul
+from inspector import pg_nul, sql_columns
 from tools.models import ToolResult, embedded_ui_resource
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,9 @@ def create(call: Any, text: Any, **fields: Any) -> ToolResult:
     blob I/O into a zeroblob), read back like any other: do not query into it with SQLite's JSON
     functions, which take a BLOB for their own binary format."""
     if isinstance(text, str):
-        return ToolResult.objects.create(tool_call=call, raw=JSONText(text), **fields)
+        full = ToolResult(tool_call=call, raw=JSONText(text), **fields)
+        sql_columns.insert(full)
+        return full
     data = memoryview(text)
     if connection.vendor == "postgresql":
         with transaction.atomic():  # the upload's rows last until its end (ON COMMIT DELETE ROWS)
