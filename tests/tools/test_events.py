@@ -284,3 +284,43 @@ def test_a_socket_waiting_for_a_result_gets_it_even_when_the_event_is_lost(clien
     first, later = run_async(wait_for_result)
     assert first["type"] == "tool_call.status" and first["tool_call"]["status"] == "running"
     assert later["type"] == "tool_call.result" and later["tool_call"]["status"] == "succeeded"
+
+
+def test_a_running_notice_goes_only_for_a_call_still_running_and_always_before_its_result(user, basic_server):
+    """The worker holds a call's `running` notice back RUNNING_NOTICE_AFTER seconds: a call that
+    ended sooner sends its result alone; a longer one sends the notice, then its result."""
+    from channels.layers import get_channel_layer
+
+    calls = [ToolCall.objects.create(server=basic_server, tool_name="echo", requested_by=user, status="running",
+                                     started_at=timezone.now()) for _ in range(2)]
+    layer = get_channel_layer()
+
+    async def listen(call) -> str:
+        channel = await layer.new_channel()
+        await layer.group_add(events.tool_call_group(call.pk), channel)
+        return channel
+
+    async def heard(channel) -> list[str]:
+        got = []
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+            except asyncio.TimeoutError:
+                return got
+            got.append(f"{message['event']['type']} {message['event']['tool_call']['status']}")
+
+    quick, slow = calls
+    channels = [run_async(listen, call) for call in calls]
+
+    def end(call) -> None:
+        call.status = "succeeded"
+        events.publish_loaded_tool_call(events.TOOL_CALL_RESULT, call)
+
+    events.publish_running_later(quick)
+    end(quick)  # ended at once: the notice is dropped
+    events.publish_running_later(slow)
+    time.sleep(events.RUNNING_NOTICE_AFTER + 0.2)
+    end(slow)
+    assert run_async(heard, channels[0]) == ["tool_call.result succeeded"]
+    assert run_async(heard, channels[1]) == ["tool_call.status running", "tool_call.result succeeded"]
+    assert dict(events._held) == {}  # nothing kept of notices that went or were replaced
