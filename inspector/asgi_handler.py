@@ -18,7 +18,9 @@ process's pool at the request's end as before.
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
@@ -26,29 +28,43 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
 
+@dataclass(eq=False)
+class Lease:
+    """One request's thread, and whether the request's chain is running in it right now."""
+
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="request"))
+    running: bool = False
+
+
 class RequestThreads:
     """The threads kept idle between requests, each lent to one request at a time.
 
     Used only from daphne's event loop, so it needs no lock. A burst of more requests than `keep`
-    makes threads that end after it, closing their connections. A thread comes back only
-    once its request's chain has ended, even when the client went away: Django then sends
-    `request_finished` on the request's thread, which waits its turn behind the chain."""
+    makes threads that end after it, closing their connections. A thread whose chain still runs
+    when its request ends is not lent again: daphne cancels a request whose client left
+    `--application-close-timeout` (10 s) before, while its view may still wait (a `?wait=300`),
+    and the next request lent that thread would wait behind it."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self.idle: list[ThreadPoolExecutor] = []
+        self.idle: list[Lease] = []
 
-    def lend(self) -> ThreadPoolExecutor:
-        return self.idle.pop() if self.idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+    def lend(self) -> Lease:
+        return self.idle.pop() if self.idle else Lease()
 
-    def take_back(self, executor: ThreadPoolExecutor) -> None:
-        if len(self.idle) < self.keep:
-            self.idle.append(executor)
-        else:
-            # Close the thread's own connections in it (Django's are per thread); left to the
-            # garbage collector, a burst's SQLite connections stayed open long after (113 seen).
-            executor.submit(connections.close_all)
-            executor.shutdown(wait=False)
+    def take_back(self, lease: Lease) -> None:
+        if not lease.running and len(self.idle) < self.keep:
+            self.idle.append(lease)
+            return
+        # Close the thread's own connections in it (Django's are per thread), after whatever
+        # still runs there; left to the garbage collector, a burst's SQLite connections stayed
+        # open long after (113 seen). Then the thread ends.
+        lease.executor.submit(connections.close_all)
+        lease.executor.shutdown(wait=False)
+
+
+_lease: contextvars.ContextVar[Lease] = contextvars.ContextVar("request_thread")
 
 
 class OneHopASGIHandler(ASGIHandler):
@@ -64,13 +80,24 @@ class OneHopASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        executor = self.threads.lend()
+        lease = self.threads.lend()
+        token = _lease.set(lease)
         try:
-            async with ThreadSensitiveContext(executor=executor):
+            async with ThreadSensitiveContext(executor=lease.executor):
                 await self.handle(scope, receive, send)
         finally:
-            self.threads.take_back(executor)
+            _lease.reset(token)
+            self.threads.take_back(lease)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponse:
-        # Middleware, view and the log line of a 4xx/5xx, all in the request's thread, as WSGI does.
-        return await sync_to_async(self.get_response)(request)
+        lease = _lease.get()
+
+        def chain(request: HttpRequest) -> HttpResponse:
+            try:
+                # Middleware, view and the log line of a 4xx/5xx, in the request's thread, as WSGI does.
+                return self.get_response(request)
+            finally:
+                lease.running = False
+
+        lease.running = True
+        return await sync_to_async(chain)(request)

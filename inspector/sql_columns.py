@@ -99,15 +99,17 @@ def insert_numbered(objs: list[Model]) -> None:
     """Insert new instances of one model whose primary key the database numbers, in one
     `INSERT … VALUES (…), (…) RETURNING` (SQLite ≥ 3.35 and PostgreSQL), each instance getting its
     key: `bulk_create` compiled that INSERT on every batch of the JSON-RPC log (two frames a call).
-    The keys come back in the rows' order, as `bulk_create` also relies on. The same limits as `insert`."""
+    Keys numbered by one INSERT rise in the order of its VALUES; RETURNING's own row order is not
+    promised (SQLite), so they are sorted first. Plain values only (no expression), and none of
+    what `save` does beyond the INSERT."""
     if not objs:
         return
     fields, head, row, tail = _numbered_insert_sql(type(objs[0]))
     params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]
     with connection.cursor() as cursor:
         cursor.execute(head + ", ".join([row] * len(objs)) + tail, params)
-        keys = cursor.fetchall()
-    for obj, (key,) in zip(objs, keys, strict=True):
+        keys = sorted(key for (key,) in cursor.fetchall())
+    for obj, key in zip(objs, keys, strict=True):
         obj.pk = key
         obj._state.adding = False
         obj._state.db = connection.alias

@@ -5,6 +5,7 @@ database connection, and a thread whose request was cancelled mid-chain comes ba
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -91,3 +92,26 @@ def test_a_request_whose_client_went_away_holds_up_no_later_request():
     started = time.monotonic()
     async_to_sync(get)(handler)
     assert time.monotonic() - started < 0.3, "the next request waited behind the cancelled one"
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_a_thread_still_running_a_request_daphne_cancelled_is_not_lent_again():
+    """daphne cancels a request whose client left --application-close-timeout before, whatever its
+    view is doing (a `?wait=` may wait minutes): that thread must not serve the next request."""
+    handler = OneHopASGIHandler(keep_threads=4)
+    kept = async_to_sync(get)(handler)["thread"]
+    entered.clear()
+
+    async def cancelled_by_daphne() -> None:
+        request = asyncio.ensure_future(get(handler, "sleep=1.0", disconnect_after=0.05))
+        await asyncio.sleep(0.3)  # the client has left; daphne's application checker cancels it
+        request.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await request
+
+    async_to_sync(cancelled_by_daphne)()
+    assert entered.is_set() and handler.threads.idle == []
+    started = time.monotonic()
+    after = async_to_sync(get)(handler)
+    assert time.monotonic() - started < 0.3, "the next request waited behind the cancelled one"
+    assert after["thread"] != kept
