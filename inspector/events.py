@@ -55,19 +55,18 @@ def publish(group: str, event: dict[str, Any], timeout: float = 5.0) -> None:
 
 
 def publish_many(groups: list[str], event: dict[str, Any], then: Callable[[], Awaitable[None]] | None = None,
-                 timeout: float = 5.0, after: HeldBack | None = None) -> None:
+                 timeout: float = 5.0) -> None:
     """`publish` to each of `groups`, then await `then()` (e.g. a notice on Redis), all in one
-    hop to the publisher loop: each hop costs a thread wake-up on both sides (bench/hot_path.py).
-    `after`: an event held back that this one replaces if it has not gone yet, else follows."""
+    hop to the publisher loop: each hop costs a thread wake-up on both sides (bench/hot_path.py)."""
     layer = get_channel_layer()
     if sys.is_finalizing():
         return
 
     async def send() -> None:
         try:
-            if after is not None:
-                await after.settle()
-            await _send(layer, groups, event)
+            if layer is not None:
+                for group in groups:
+                    await layer.group_send(group, {"type": "relay", "event": event})
         finally:  # told even when a group send failed
             if then is not None:
                 await then()
@@ -77,50 +76,6 @@ def publish_many(groups: list[str], event: dict[str, Any], then: Callable[[], Aw
     except Exception:  # noqa: BLE001 - logged, and the page will catch up from the database
         if not sys.is_finalizing():
             log.exception("could not publish %s to %s", event.get("type"), ", ".join(groups))
-
-
-async def _send(layer, groups: list[str], event: dict[str, Any]) -> None:
-    if layer is not None:
-        for group in groups:
-            await layer.group_send(group, {"type": "relay", "event": event})
-
-
-class HeldBack:
-    """An event the publisher loop sends `delay` seconds from now, unless an event that replaces
-    it is published first (`publish_many(..., after=held)`): a tool call's "running" notice,
-    which a call that ends sooner never needs (tools/runtime/events.py `publish_running_later`).
-
-    Its state is touched only on the publisher loop. It is armed there before anything published
-    after it from the same thread runs there (the loop runs callbacks in the order they came)."""
-
-    def __init__(self, groups: list[str], event: dict[str, Any], delay: float) -> None:
-        self.groups, self.event = groups, event
-        self.dropped = False
-        self.timer: asyncio.TimerHandle | None = None
-        self.sending: asyncio.Future | None = None
-        loop = _publisher_loop()
-        loop.call_soon_threadsafe(self._arm, loop, delay)
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
-        if not self.dropped:
-            self.timer = loop.call_later(delay, self._go)
-
-    def _go(self) -> None:
-        self.sending = asyncio.ensure_future(self._send())
-
-    async def _send(self) -> None:
-        try:
-            await _send(get_channel_layer(), self.groups, self.event)
-        except Exception:  # noqa: BLE001 - as publish_many: pages catch up from the database
-            log.exception("could not publish %s to %s", self.event.get("type"), ", ".join(self.groups))
-
-    async def settle(self) -> None:
-        """Drop the event if it has not gone yet, else wait until it has: what follows goes after it."""
-        self.dropped = True
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.sending is not None:
-            await self.sending
 
 
 def event_text(event: dict[str, Any]) -> str:

@@ -17,7 +17,6 @@ Dependencies run chat -> tools -> inspector: this module never imports chat, nor
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from django.conf import settings
@@ -26,7 +25,7 @@ from django.db.models import Exists, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast, Length, Substr
 
 from inspector import pg_nul
-from inspector.events import JSON_TEXT, HeldBack, publish_many
+from inspector.events import JSON_TEXT, publish_many
 from tools import callers
 from tools.models import Projection, ToolCall, ToolResult, embedded_ui_resource
 from tools.runtime import stored_result, waits
@@ -267,26 +266,10 @@ def publish_tool_call(event_type: str, tool_call_id) -> None:
     publish_loaded_tool_call(event_type, call)
 
 
-# A call still running this long after its claim is told to pages as running; one that ends
-# sooner never is (its result says it all): the notice cost a worker ~0.7 ms of CPU per call.
-RUNNING_NOTICE_AFTER = 0.1
-
-# The running notices not yet replaced, by call id: an entry goes once its notice was replaced or
-# has gone and been let go (weak values: nothing else keeps a notice that has gone).
-_held: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
-def publish_running_later(call: ToolCall) -> None:
-    """Tell the call's groups it is running, RUNNING_NOTICE_AFTER seconds from now, unless another
-    of its events published by this process comes first (and then replaces the notice)."""
-    _held[call.pk] = HeldBack(tool_call_groups(call), tool_call_event(TOOL_CALL_STATUS, call), RUNNING_NOTICE_AFTER)
-
-
 def publish_loaded_tool_call(event_type: str, call: ToolCall, result_text: str | None = None) -> None:
     """The same for a call whose result rows are in hand (the pipeline just wrote them), with
     the full result's text to push if there is one (`tool_call_event`)."""
     event = tool_call_event(event_type, call, result_text)
-    held = _held.pop(call.pk, None)
     told = None
     if call.status in ToolCall.FINAL:
         # For a script waiting on the call (`?wait=`): a list, so an end told before it waits is not
@@ -296,5 +279,5 @@ def publish_loaded_tool_call(event_type: str, call: ToolCall, result_text: str |
         async def told() -> None:
             await waits.apush(key, {"status": status}, ttl=ENDED_TTL)
 
-    publish_many(tool_call_groups(call), event, then=told, after=held)
+    publish_many(tool_call_groups(call), event, then=told)
 

@@ -323,7 +323,7 @@ def execute(tool_call_id) -> str:
 
 
 def _execute(call: ToolCall) -> str:
-    events.publish_running_later(call)  # from the claimed row in hand: no second read
+    publish_status(call)
     server: Server | None = call.server
     timeout, hard_max = deadlines.call_timeout(call), deadlines.max_timeout()
     if call.origin == ToolCall.Origin.VIEW:
@@ -415,6 +415,11 @@ def _call_through_rounds(call: ToolCall, server: Server, timeout: float, hard_ma
         if not raw.get("inputRequests"):
             time.sleep(STATE_ONLY_PAUSE)
         responses, state = input_rounds.answers(call)
+
+
+def publish_status(call: ToolCall) -> None:
+    """Tell pages the call is running (from the claimed row in hand: no second read)."""
+    events.publish_loaded_tool_call(events.TOOL_CALL_STATUS, call)
 
 
 def publish_result(call: ToolCall, result_text: str | None = None) -> None:
