@@ -51,26 +51,21 @@ class Columns:
 
 
 @functools.cache
-def _insert_sql(model: type[Model]) -> tuple[list, str]:
-    fields = list(model._meta.local_concrete_fields)
+def _insert_sql(model: type[Model], numbered: bool = False) -> tuple[list, str, str]:
+    """The fields an INSERT of `model` writes, its head and its tail: all local columns, or with
+    `numbered` all but the primary key, which the database numbers and RETURNING gives back."""
+    fields = [f for f in model._meta.local_concrete_fields if not (numbered and f.primary_key)]
     q = connection.ops.quote_name
     columns = ", ".join(q(f.column) for f in fields)
-    return fields, f"INSERT INTO {q(model._meta.db_table)} ({columns}) VALUES "
+    tail = f" RETURNING {q(model._meta.pk.column)}" if numbered else ""
+    return fields, f"INSERT INTO {q(model._meta.db_table)} ({columns}) VALUES ", tail
 
 
-def insert(obj: Model) -> None:
-    """Insert a new instance in one INSERT built once per model, for the hot path's rows (a new
-    tool call, its full result, its projection): `Model.save` compiled its INSERT on every call
-    (py-spy: ~13% of daphne's Python time per `POST …/call/`).
-
-    Only for a model whose primary key is set before the insert (a UUID default, a one-to-one
-    key) and whose values are plain values or expressions that need no compiler (such as
-    tools/runtime/stored_result.py `JSONText`): no `db_default`, no F(). It skips what `save`
-    does beyond the INSERT: the model's own `save()`, signals, parent models."""
-    fields, head = _insert_sql(type(obj))
-    if obj.pk is None:
-        raise ValueError(f"insert() needs the primary key of a new {type(obj).__name__} set beforehand")
-    placeholders, params = [], []
+def _row(obj: Model, fields: list, params: list) -> str:
+    """The VALUES row of `obj` (its parameters appended to `params`), each value as `Model.save`
+    sends it (`pre_save`, then `get_db_prep_save`); an expression that needs no compiler (such as
+    tools/runtime/stored_result.py `JSONText`) as its own SQL."""
+    placeholders = []
     for field in fields:
         value = field.get_db_prep_save(field.pre_save(obj, True), connection)
         if hasattr(value, "as_sql"):
@@ -80,19 +75,30 @@ def insert(obj: Model) -> None:
         else:
             placeholders.append("%s")
             params.append(value)
-    with connection.cursor() as cursor:
-        cursor.execute(f"{head}({', '.join(placeholders)})", params)
+    return f"({', '.join(placeholders)})"
+
+
+def _inserted(obj: Model) -> None:
     obj._state.adding = False
     obj._state.db = connection.alias
 
 
-@functools.cache
-def _numbered_insert_sql(model: type[Model]) -> tuple[list, str, str, str]:
-    fields = [f for f in model._meta.local_concrete_fields if not f.primary_key]
-    q = connection.ops.quote_name
-    columns = ", ".join(q(f.column) for f in fields)
-    row = f"({', '.join(['%s'] * len(fields))})"
-    return fields, f"INSERT INTO {q(model._meta.db_table)} ({columns}) VALUES ", row, f" RETURNING {q(model._meta.pk.column)}"
+def insert(obj: Model) -> None:
+    """Insert a new instance in one INSERT built once per model, for the hot path's rows (a new
+    tool call, its full result, its projection): `Model.save` compiled its INSERT on every call
+    (py-spy: ~13% of daphne's Python time per `POST …/call/`).
+
+    Only for a model whose primary key is set before the insert (a UUID default, a one-to-one
+    key) and whose values are plain values or expressions that need no compiler: no
+    `db_default`, no F(). It skips what `save` does beyond the INSERT: the model's own `save()`,
+    signals, parent models."""
+    if obj.pk is None:
+        raise ValueError(f"insert() needs the primary key of a new {type(obj).__name__} set beforehand")
+    fields, head, _ = _insert_sql(type(obj))
+    params: list = []
+    with connection.cursor() as cursor:
+        cursor.execute(head + _row(obj, fields, params), params)
+    _inserted(obj)
 
 
 def insert_numbered(objs: list[Model]) -> None:
@@ -100,16 +106,15 @@ def insert_numbered(objs: list[Model]) -> None:
     `INSERT … VALUES (…), (…) RETURNING` (SQLite ≥ 3.35 and PostgreSQL), each instance getting its
     key: `bulk_create` compiled that INSERT on every batch of the JSON-RPC log (two frames a call).
     Keys numbered by one INSERT rise in the order of its VALUES; RETURNING's own row order is not
-    promised (SQLite), so they are sorted first. Plain values only (no expression), and none of
-    what `save` does beyond the INSERT."""
+    promised (SQLite), so they are sorted first. The same limits as `insert`."""
     if not objs:
         return
-    fields, head, row, tail = _numbered_insert_sql(type(objs[0]))
-    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]
+    fields, head, tail = _insert_sql(type(objs[0]), numbered=True)
+    params: list = []
+    rows = ", ".join(_row(obj, fields, params) for obj in objs)
     with connection.cursor() as cursor:
-        cursor.execute(head + ", ".join([row] * len(objs)) + tail, params)
+        cursor.execute(head + rows + tail, params)
         keys = sorted(key for (key,) in cursor.fetchall())
     for obj, key in zip(objs, keys, strict=True):
         obj.pk = key
-        obj._state.adding = False
-        obj._state.db = connection.alias
+        _inserted(obj)
