@@ -65,8 +65,7 @@ def publish_many(groups: list[str], event: dict[str, Any], then: Callable[[], Aw
     async def send() -> None:
         try:
             if layer is not None:
-                for group in groups:
-                    await layer.group_send(group, {"type": "relay", "event": event})
+                await layer.group_send_many(groups, {"type": "relay", "event": event})
         finally:  # told even when a group send failed
             if then is not None:
                 await then()

@@ -166,7 +166,7 @@ def test_a_socket_opened_right_after_redis_restarts_is_accepted(client, user, ba
 
     redis = OwnRedis()
     redis.start()
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "inspector.channel_layer.RedisChannelLayer",
                                            "CONFIG": {"hosts": [{"address": redis.url, "socket_timeout": 30}]}}}
     client.force_login(user)
     call = ToolCall.objects.create(server=basic_server, tool_name="echo", origin="manual", requested_by=user,
