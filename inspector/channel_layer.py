@@ -18,7 +18,10 @@ from channels_redis import core
 
 class RedisChannelLayer(core.RedisChannelLayer):
     async def group_send_many(self, groups: list[str], message: dict[str, Any]) -> None:
-        """`group_send` to each of `groups`, skipping the empty ones in one round trip."""
+        """`group_send` to each of `groups`, skipping the empty ones in one round trip.
+
+        Every group's members are read before anything is sent: with several Redis hosts, one
+        that fails stops the sends to groups on the others too (one host is the usual set-up)."""
         by_host: dict[int, list[str]] = {}
         for group in groups:
             assert self.require_valid_group_name(group), "Group name not valid"

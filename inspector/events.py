@@ -64,8 +64,12 @@ def publish_many(groups: list[str], event: dict[str, Any], then: Callable[[], Aw
 
     async def send() -> None:
         try:
-            if layer is not None:
-                await layer.group_send_many(groups, {"type": "relay", "event": event})
+            message = {"type": "relay", "event": event}
+            if hasattr(layer, "group_send_many"):  # inspector/channel_layer.py, the configured one
+                await layer.group_send_many(groups, message)
+            elif layer is not None:  # another layer named in CHANNEL_LAYERS
+                for group in groups:
+                    await layer.group_send(group, message)
         finally:  # told even when a group send failed
             if then is not None:
                 await then()
