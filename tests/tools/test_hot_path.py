@@ -118,3 +118,19 @@ def test_the_finished_read_is_the_orms_call_in_one_query_with_small_text_inline(
     read, inline = call_sql.call_with_results(running.pk)
     assert read.related_or_none("full_result") is None and read.related_or_none("projection") is None and inline is None
     assert call_sql.call_with_results("00000000-0000-0000-0000-000000000000") == (None, None)
+
+
+def test_on_postgresql_a_statement_run_again_is_prepared_and_no_longer_planned_each_time(user):
+    """Server-side binding with `prepare_threshold` (inspector/settings.py): after a few runs on a
+    connection, the hot path's statements run as prepared statements. Planning them on every run
+    was most of PostgreSQL's CPU per call (bench/hot_path.py)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements (SQLite's sqlite3 module keeps its compiled statements itself)")
+    server = Server.objects.create(name="s", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
+    call = _call(server, user, "echo")
+    for _ in range(6):
+        assert pipeline.load(str(call.pk)).tool_name == "echo"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE from_sql = false")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any(statement.startswith(pipeline._load_query()[2].split(" FROM ")[0][:40]) for statement in prepared), prepared
