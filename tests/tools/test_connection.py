@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
 import socket
 import sys
 import time
@@ -21,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.mcp_servers.launch import ServerProcess, free_port, server_path, start_server, wait_pid_gone  # noqa: E402
+from tests.mcp_servers.launch import ServerProcess, free_port, pid_alive, server_path, start_server, wait_pid_gone  # noqa: E402
 from tools.mcp.config import ServerConfig  # noqa: E402
 from tools.mcp.connection import Connection  # noqa: E402
 from tools.mcp.errors import CallTimeout, ConnectionFailed, RemoteError  # noqa: E402
@@ -348,6 +350,23 @@ def test_stdio_crash_mid_call_is_a_clear_connection_failure() -> None:
 
     run(with_connection(make_config("stdio"), scenario))
 
+
+
+def test_a_killed_stdio_server_is_not_alive_before_the_event_loop_hears_of_it() -> None:
+    """The pool asks `alive` before each call: a server killed a moment ago must not get the next
+    call (it failed "connection lost" where a new server would have answered)."""
+    async def scenario(conn: Connection) -> None:
+        assert conn.alive
+        pid = conn.pid
+        os.kill(pid, signal.SIGKILL)
+        # Without yielding to the event loop: it has not seen the exit or the end of stdout yet.
+        deadline = time.monotonic() + 5
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert not pid_alive(pid)
+        assert not conn.alive
+
+    run(with_connection(make_config("stdio"), scenario))
 
 def test_wrong_command_fails_fast() -> None:
     config = ServerConfig(name="bad", transport="stdio", command="/nonexistent/mcp-server-xyz", connect_timeout=5)

@@ -20,6 +20,8 @@ from chat.models import Conversation, Message, Turn
 from chat.sweeper import lock_key, lock_ttl
 from tests.helpers import kill_and_replace, run_async, run_call, start_worker, stop_process, wait_for, worker_to_kill
 from tests.figures import record
+from tools.mcp.config import ServerConfig
+from tools.mcp.connection import Connection
 from tools.runtime.lifecycle import start_tool_call
 from tools.models import Projection, RpcFrame, ToolCall, ToolResult
 
@@ -108,6 +110,16 @@ def test_a_lost_task_is_sent_again_by_the_worker_sweep(basic_server, sweeping_wo
     assert "found again" in call.projection.text
 
 
+def invocations_seen_by(server, tag: str) -> int:
+    """The HTTP test server's own count of `slow` calls with `tag`, asked from here (no worker)."""
+    async def ask() -> int:
+        async with Connection(ServerConfig(name="count", transport="streamable_http", url=server.url)) as conn:
+            result = await conn.call_tool("invocations", {"tag": tag})
+        return int("".join(block.get("text", "") for block in result.get("content", [])))
+
+    return run_async(ask)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_call_the_next_worker_runs_it_again_once(basic_server, celery_worker):
     """SIGKILL during a slow call: the message stays unacknowledged in the broker for an hour;
@@ -117,9 +129,12 @@ def test_a_worker_killed_mid_call_the_next_worker_runs_it_again_once(basic_serve
         tag = uuid.uuid4().hex
         call = start_tool_call(server=basic_server, tool_name="slow", arguments={"seconds": 2.5, "tag": tag},
                                origin="manual", user=basic_server.owner)
-        # Killed once the request is on the wire (its frame is logged), so the tool really runs twice.
+        # Killed once the server itself runs the call, so the tool really runs twice. (Its logged
+        # frame is not enough: the frame is written when the client hands the request to its
+        # transport, and a worker killed at once can die before the POST leaves.)
         wait_for(lambda: RpcFrame.objects.filter(method="tools/call", direction="out", payload__params__arguments__tag=tag).exists(),
-                 timeout=20, message="the call to reach the server")
+                 timeout=20, message="the call to leave the worker")
+        wait_for(lambda: invocations_seen_by(basic_server, tag) == 1, timeout=10, message="the server to run the call")
         killed_at, successor = kill_and_replace(victim, "successor", FAST_SWEEP)
         try:
             wait_for(lambda: ToolCall.objects.get(pk=call.pk).is_final, timeout=40, message="the next worker to finish the call")

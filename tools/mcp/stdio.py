@@ -73,6 +73,27 @@ class StdioProcess:
     def returncode(self) -> int | None:
         return self.process.returncode if self.process is not None else None
 
+    @property
+    def exited(self) -> bool:
+        """Whether the child has ended, even before the event loop has heard of it.
+
+        `returncode` is set by the event loop a moment after the child dies (its watcher thread
+        reaps it, then a callback runs on the loop); a call that picked the connection in that
+        moment went to a dead server and failed "connection lost" instead of starting it again.
+        Linux's /proc tells at once (a zombie, or no entry once reaped) without reaping it. (`waitid`
+        with WNOWAIT does not: it sees nothing while the watcher thread is reaping the child.)"""
+        if self.process is None:
+            return False
+        if self.process.returncode is not None:
+            return True
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+                return stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+        except FileNotFoundError:
+            return os.path.isdir("/proc/self")  # reaped, where /proc exists; elsewhere the loop will tell
+        except OSError:
+            return False
+
 
 class StdioLink(Link):
     """A server the inspector starts as a child process; its exit code and stderr explain its failures."""
@@ -87,7 +108,7 @@ class StdioLink(Link):
 
     @property
     def alive(self) -> bool:
-        return self.state.returncode is None
+        return not self.state.exited
 
     @property
     def pid(self) -> int | None:
