@@ -476,7 +476,8 @@ def import_conversation(data: bytes | str, user) -> Conversation:
         for turn, t in zip(turns, content["turns"]):
             if t["created_at"]:
                 turn.created_at = t["created_at"]
-        Turn.objects.bulk_update([t for t, src in zip(turns, content["turns"]) if src["created_at"]], ["created_at"])
+        Turn.objects.bulk_update([t for t, src in zip(turns, content["turns"]) if src["created_at"]], ["created_at"],
+                                 batch_size=500)  # PostgreSQL binds at most 65,535 parameters a statement
 
         calls: dict[str, ToolCall] = {}
         for c in content["calls"]:
