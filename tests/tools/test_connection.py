@@ -351,7 +351,6 @@ def test_stdio_crash_mid_call_is_a_clear_connection_failure() -> None:
     run(with_connection(make_config("stdio"), scenario))
 
 
-
 def test_a_killed_stdio_server_is_not_alive_before_the_event_loop_hears_of_it() -> None:
     """The pool asks `alive` before each call: a server killed a moment ago must not get the next
     call (it failed "connection lost" where a new server would have answered)."""
@@ -367,6 +366,7 @@ def test_a_killed_stdio_server_is_not_alive_before_the_event_loop_hears_of_it() 
         assert not conn.alive
 
     run(with_connection(make_config("stdio"), scenario))
+
 
 def test_wrong_command_fails_fast() -> None:
     config = ServerConfig(name="bad", transport="stdio", command="/nonexistent/mcp-server-xyz", connect_timeout=5)

@@ -13,6 +13,7 @@ from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 
 from inspector.models import ApiToken
+from inspector.settings import _database
 from inspector.roles import VIEWER, is_viewer, set_role
 from tools import call_sql
 from tools.models import Projection, Server, ServerLogMessage, ServerRequest, Tool, ToolCall, ToolResult
@@ -120,12 +121,16 @@ def test_the_finished_read_is_the_orms_call_in_one_query_with_small_text_inline(
     assert call_sql.call_with_results("00000000-0000-0000-0000-000000000000") == (None, None)
 
 
-def test_on_postgresql_a_statement_run_again_is_prepared_and_no_longer_planned_each_time(user):
+def test_postgresql_binds_on_the_server_and_prepares_a_statement_run_again(user):
     """Server-side binding with `prepare_threshold` (inspector/settings.py): after a few runs on a
     connection, the hot path's statements run as prepared statements. Planning them on every run
-    was most of PostgreSQL's CPU per call (bench/hot_path.py)."""
+    was most of PostgreSQL's CPU per call (bench/hot_path.py). The options a PostgreSQL URL gets are
+    checked on either database; on PostgreSQL, also what the server holds."""
+    options = _database("postgres://u@127.0.0.1:5432/db")["OPTIONS"]
+    assert options["server_side_binding"] is True and options["prepare_threshold"] == 5
+    assert "prepare_threshold" not in _database("")["OPTIONS"]  # SQLite's module keeps compiled statements itself
     if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL's prepared statements (SQLite's sqlite3 module keeps its compiled statements itself)")
+        return
     server = Server.objects.create(name="s", transport="streamable_http", url="http://127.0.0.1:9/mcp", owner=user)
     call = _call(server, user, "echo")
     for _ in range(6):

@@ -20,6 +20,7 @@ from chat.models import Conversation, Message, Turn
 from chat.sweeper import lock_key, lock_ttl
 from tests.helpers import kill_and_replace, run_async, run_call, start_worker, stop_process, wait_for, worker_to_kill
 from tests.figures import record
+from tests.tools.test_connection import text_of
 from tools.mcp.config import ServerConfig
 from tools.mcp.connection import Connection
 from tools.runtime.lifecycle import start_tool_call
@@ -115,7 +116,7 @@ def invocations_seen_by(server, tag: str) -> int:
     async def ask() -> int:
         async with Connection(ServerConfig(name="count", transport="streamable_http", url=server.url)) as conn:
             result = await conn.call_tool("invocations", {"tag": tag})
-        return int("".join(block.get("text", "") for block in result.get("content", [])))
+        return int(text_of(result))
 
     return run_async(ask)
 
