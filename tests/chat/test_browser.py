@@ -121,17 +121,25 @@ def test_app_widget_renders_full_result_and_talks_back(browser, live_app, user, 
     card_calls.locator("li", has_text="app_only_increment").locator(".status.succeeded").wait_for(state="attached", timeout=10000)
 
     # ui/message from the view: the person is asked first; declining tells the view no.
-    page.once("dialog", lambda d: d.dismiss())
+    # One listener for both dialogs: two page.once() in a row race Playwright's
+    # unsubscribe of the first against the second, and the browser may then
+    # dismiss the second dialog itself ("Cannot accept dialog which is already handled").
+    answers, asked = ["dismiss", "accept"], []
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.accept() if answers.pop(0) == "accept" else dialog.dismiss()
+
+    page.on("dialog", answer)
     view.locator("#message").click()
     view.locator("#message-result", has_text="ERROR").wait_for(timeout=10000)
     assert not Message.objects.filter(conversation=conversation, text="WIDGET-MESSAGE-MARKER").exists()
     # Accepted, it becomes a user message marked as the view's, and starts a turn.
     fake_llm.script([{"text": "Got your widget message."}])
-    asked = []
-    page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
     view.locator("#message").click()
     page.wait_for_selector(".msg.user.from-view >> text=WIDGET-MESSAGE-MARKER", timeout=20000)
-    assert "show_marker" in asked[0] and "WIDGET-MESSAGE-MARKER" in asked[0]
+    assert answers == [] and len(asked) == 2
+    assert "show_marker" in asked[1] and "WIDGET-MESSAGE-MARKER" in asked[1]
     assert page.locator(".msg.user.from-view .role").inner_text() == "App view · show_marker"
     page.wait_for_selector(".msg.assistant >> text=Got your widget message.", timeout=30000)
     sent = Message.objects.get(conversation=conversation, text="WIDGET-MESSAGE-MARKER")
