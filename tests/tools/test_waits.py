@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import redis.asyncio.client
 import redis.asyncio.connection
 
 from tests.helpers import run_async
@@ -69,3 +70,44 @@ def test_a_wait_ends_when_its_call_cancels_it_even_as_the_subscription_starts():
 
     for step in range(25):
         assert run_async(cancelled_after, step * 0.002), f"the wait outlived its cancel (after {step * 2} ms)"
+
+
+def test_a_call_that_ends_within_the_first_look_asks_redis_nothing(monkeypatch):
+    """The Cancel watcher's first look waits FIRST_LOOK: a call ending sooner sends no LPOP; a
+    Cancel pushed before the watcher began is still found, at the first look; one announced
+    during the first look wakes it at once."""
+    looked = []
+    execute = redis.asyncio.client.Redis.execute_command
+
+    async def counted(self, *args, **options):
+        if args and args[0] == "LPOP":
+            looked.append(args[1])
+        return await execute(self, *args, **options)
+
+    monkeypatch.setattr(redis.asyncio.client.Redis, "execute_command", counted)
+    early, during = waits.cancel_key(uuid.uuid4()), waits.cancel_key(uuid.uuid4())
+    waits.push(early, {"reason": "early"}, announce=True)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        await waits.wait_announced(waits.cancel_key(uuid.uuid4()), 0.2)  # subscribes this loop
+        before = len(looked)
+        for _ in range(5):  # calls that end within the first look
+            watcher = asyncio.ensure_future(waits.wait_announced(waits.cancel_key(uuid.uuid4()), 30, first_look=0.5))
+            await asyncio.sleep(0.02)
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        quiet = len(looked) - before
+        started = loop.time()
+        found = await waits.wait_announced(early, 30, first_look=0.3)
+        found_after = loop.time() - started
+        waiting = asyncio.ensure_future(waits.wait_announced(during, 30, first_look=5))
+        await asyncio.sleep(0.1)
+        started = loop.time()
+        await asyncio.to_thread(waits.push, during, {"reason": "now"}, announce=True)
+        return quiet, found, found_after, await waiting, loop.time() - started
+
+    quiet, found, found_after, woken, woken_after = run_async(scenario)
+    assert quiet == 0
+    assert found == {"reason": "early"} and 0.3 <= found_after < 5
+    assert woken == {"reason": "now"} and woken_after < 2  # not the 5 s first look

@@ -126,7 +126,8 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
                                                     tag=live, on_progress=live.progress, max_timeout=max_timeout,
                                                     input_responses=input_responses, request_state=request_state,
                                                     input_schema=getattr(tool_call, "tool_input_schema", None)))
-    watcher = asyncio.ensure_future(waits.wait_announced(waits.cancel_key(tool_call.pk), max_timeout + 5))
+    watcher = asyncio.ensure_future(waits.wait_announced(waits.cancel_key(tool_call.pk), max_timeout + 5,
+                                                     first_look=waits.FIRST_LOOK))
     ending = "The tool call ended before this request was answered."
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)

@@ -130,6 +130,7 @@ async def wait(key: str, timeout: float) -> dict[str, Any] | None:
     return None
 
 
+FIRST_LOOK = 0.05  # seconds a call's Cancel watcher waits for an announcement before its first look
 RECHECK = 30.0  # seconds between looks at the list while announced: an announcement lost to a Redis hiccup
 
 
@@ -173,19 +174,39 @@ class _Announcements:
         for key in list(self.waiting):
             self._wake(key)
 
+    def forget(self, key: str, woken: asyncio.Future) -> None:
+        """A wait on `key` ended (with or without a wake): nothing more to wake for it."""
+        keyed = self.waiting.get(key)
+        if keyed is not None:
+            keyed.discard(woken)
+            if not keyed:
+                del self.waiting[key]
+
 
 _announcements: dict[int, _Announcements] = {}
 
 
-async def wait_announced(key: str, timeout: float) -> dict[str, Any] | None:
+async def wait_announced(key: str, timeout: float, first_look: float = 0.0) -> dict[str, Any] | None:
     """`wait` for a key whose pushes are announced (`push(..., announce=True)`): the next message on
-    `key`, or None after `timeout` seconds, without a blocking command of its own on Redis."""
+    `key`, or None after `timeout` seconds, without a blocking command of its own on Redis.
+
+    `first_look`: seconds before the first look at the list; an announcement in them still wakes
+    the wait at once. A call's Cancel watcher waits FIRST_LOOK, so a call that ends sooner, as
+    nearly every call does, costs Redis nothing; a Cancel pushed before the watcher started is
+    seen that much later."""
     loop = asyncio.get_running_loop()
     listening = _announcements.get(id(loop))
     if listening is None or listening.loop is not loop or listening.listener.done():
         listening = _announcements[id(loop)] = _Announcements()
     deadline = loop.time() + timeout
     warned = False
+    if first_look > 0:
+        woken = loop.create_future()
+        listening.waiting.setdefault(key, set()).add(woken)
+        try:
+            await asyncio.wait({woken}, timeout=min(first_look, timeout))
+        finally:
+            listening.forget(key, woken)
     while (remaining := deadline - loop.time()) > 0:
         woken = loop.create_future()
         listening.waiting.setdefault(key, set()).add(woken)
@@ -204,11 +225,7 @@ async def wait_announced(key: str, timeout: float) -> dict[str, Any] | None:
                 warned = True
             await asyncio.sleep(min(1.0, max(deadline - loop.time(), 0)))
         finally:
-            keyed = listening.waiting.get(key)
-            if keyed is not None:
-                keyed.discard(woken)
-                if not keyed:
-                    del listening.waiting[key]
+            listening.forget(key, woken)
     return None
 
 
