@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chat import agent, jsondiff
+from chat import agent, jsondiff, settings_schema
 from chat.models import Conversation, Message, ReplayRun, Turn
 from chat.replay import ReplayError
 from chat.tool_calls import calls_of, turn_id_of
@@ -66,6 +66,8 @@ def start_live(conversation: Conversation, user, *, model: Any, api_base: Any = 
     else:
         if not isinstance(server_ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in server_ids):
             raise ReplayError("`server_ids` must be a list of server ids.")
+        if len(server_ids) > settings_schema.SERVERS_MAX:
+            raise ReplayError(f"`server_ids` may name at most {settings_schema.SERVERS_MAX} servers.")
         servers = list(Server.objects.visible_to(user).filter(pk__in=server_ids))
         missing = sorted(set(server_ids) - {s.pk for s in servers})
         if missing:

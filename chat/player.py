@@ -29,7 +29,9 @@ def _ms(a, b) -> float | None:
 def player_json(conversation: Conversation) -> dict[str, Any]:
     """The conversation as turns of steps: user message, model answer (with its usage), tool call."""
     messages = list(conversation.messages.select_related("turn").order_by("seq"))
-    call_ids = [m.tool_call_id for m in messages if m.tool_call_id]
+    # A subquery, not a list of ids: an imported conversation may hold 100,000 calls, more than
+    # PostgreSQL's 65,535 parameters a statement (inspector/postgresql/base.py).
+    call_ids = conversation.messages.exclude(tool_call_id=None).values("tool_call_id")
     calls = {c.pk: c for c in ToolCall.objects.filter(pk__in=call_ids).select_related("full_result", "projection")
              .defer("full_result__raw")}
     contexts = {mc.tool_call_id: mc for mc in ModelContext.objects.filter(tool_call_id__in=call_ids)}

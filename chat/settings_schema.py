@@ -24,6 +24,7 @@ API_BASE_MAX_CHARS = 500
 SYSTEM_PROMPT_MAX_CHARS = 200_000
 TITLE_MAX_CHARS = 200
 TEMPERATURE_MIN, TEMPERATURE_MAX = 0, 2
+SERVERS_MAX = 1000  # servers one conversation may use (a list longer than this is a mistake, not a setting)
 
 MODEL_REQUIRED = "`model` is required: a litellm model name such as openai/gpt-4o-mini or ollama/llama3."
 
@@ -38,6 +39,7 @@ ModelName = Annotated[str, Field(max_length=MODEL_MAX_CHARS)]
 ApiBase = Annotated[str, Field(max_length=API_BASE_MAX_CHARS), AfterValidator(_http_only)]
 SystemPrompt = Annotated[str, Field(max_length=SYSTEM_PROMPT_MAX_CHARS)]
 Temperature = Annotated[float, Field(ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX)]
+ServerIds = Annotated[list[StrictInt], Field(max_length=SERVERS_MAX)]
 
 
 class ConversationSettings(Body):
@@ -48,7 +50,7 @@ class ConversationSettings(Body):
     api_key: str | None = None
     system_prompt: SystemPrompt | None = None
     temperature: Temperature | None = None
-    server_ids: list[StrictInt] | None = None
+    server_ids: ServerIds | None = None
     title: str | None = None
     confirm_view_messages: bool | None = None
     offer_view_tools: bool | None = None

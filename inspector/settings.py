@@ -153,6 +153,15 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "")
 # Connections each process may hold in its PostgreSQL pool (web and every worker process).
 DB_POOL_MIN = _env_int("DB_POOL_MIN", 1)
 DB_POOL_MAX = _env_int("DB_POOL_MAX", 12)
+# Runs of one statement on a connection after which PostgreSQL keeps it prepared; `off` for a
+# pooler that cannot carry prepared statements (PgBouncer in transaction mode before 1.21).
+def _prepare_threshold(value: str) -> int | None:
+    """DB_PREPARE_THRESHOLD: a count, `off` (None: psycopg prepares nothing), or unset (5)."""
+    value = value.strip().lower()
+    return None if value in ("off", "none") else int(value) if value else 5
+
+
+DB_PREPARE_THRESHOLD = _prepare_threshold(os.environ.get("DB_PREPARE_THRESHOLD", ""))
 # Threads a web process keeps between requests, each lent to one request at a time with its
 # database connection (inspector/asgi_handler.py); a burst beyond them makes threads that end after.
 WEB_REQUEST_THREADS = _env_int("WEB_REQUEST_THREADS", 16)
@@ -207,7 +216,7 @@ def _database(url: str) -> dict:
             # reads each planned ~0.4 ms); PostgreSQL's CPU per call went 4.7 -> 2.4 ms. The pooled
             # connections live on, and with them their prepared statements.
             "server_side_binding": True,
-            "prepare_threshold": 5,
+            "prepare_threshold": DB_PREPARE_THRESHOLD,
             # Shows which process holds which connection in pg_stat_activity.
             "application_name": f"mcp-inspector:{_process_role()}:{os.getpid()}"[:63],
         }
@@ -216,6 +225,8 @@ def _database(url: str) -> dict:
         # check a connection before handing it out (a restarted PostgreSQL costs no request).
         db["CONN_MAX_AGE"] = 0
         db["CONN_HEALTH_CHECKS"] = True
+        # Django's backend with batches that fit PostgreSQL's 65,535 parameters a statement (bound on the server).
+        db["ENGINE"] = "inspector.postgresql"
     return db
 
 

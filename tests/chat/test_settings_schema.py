@@ -94,3 +94,14 @@ def test_one_function_builds_litellms_arguments_for_a_chat_step_and_a_sampling_r
     assert sampling == {"model": "openai/m", "messages": messages, "timeout": 42, "num_retries": 0, "max_retries": 0,
                         "api_base": "http://models.example/v1", "api_key": "k", "temperature": 0.0, "max_tokens": 5}
     assert "temperature" not in completion_kwargs("openai/m", messages, {})  # unset options are not sent
+
+
+def test_a_conversation_names_at_most_a_thousand_servers(api):
+    """A list longer than any team has servers is refused in words, not sent to the database
+    (PostgreSQL takes at most 65,535 parameters a statement)."""
+    answer = api.post("/api/conversations/", {"model": "openai/gpt-4o-mini", "server_ids": list(range(1, 1002))})
+    assert answer.status_code == 400 and "`server_ids`" in answer.json()["error"]
+    assert "at most 1000" in answer.json()["error"]
+    answer = api.post("/api/conversations/", {"model": "openai/gpt-4o-mini", "server_ids": list(range(1, 1001))})
+    assert answer.status_code == 404 and "Unknown server id(s)" in answer.json()["error"]
+    assert not Conversation.objects.exists()

@@ -18,12 +18,15 @@ async def _received(layer, channel, timeout: float):
 
 
 def _counting_sends(layer) -> list[str]:
-    """The groups the layer's own `group_send` is called for, from now on (undone by `del layer.group_send`)."""
+    """This test's groups the layer's own `group_send` is called for, from now on (undone by `del
+    layer.group_send`). Only `layer-test.` ones: the layer is the process's, and another thread
+    may publish on it meanwhile."""
     sent_to: list[str] = []
     stock_send = layer.group_send
 
     async def counted(group, message):
-        sent_to.append(group)
+        if group.startswith("layer-test."):
+            sent_to.append(group)
         await stock_send(group, message)
 
     layer.group_send = counted

@@ -822,7 +822,8 @@ def test_openai_models_count_with_their_own_encoding():
     assert tokens.count(text, "openai/gpt-4o-mini") == litellm.token_counter(model="gpt-4o-mini", text=text)
     assert tokens.count(text, "anthropic/claude-sonnet-4-5") == litellm.token_counter(model="claude-sonnet-4-5", text=text)
     assert tokens.count(text, "anthropic/claude-sonnet-4-5") != tokens.count(text, "openai/gpt-4o-mini")
-    for model, name in (("openai/gpt-4", "gpt-4"), ("some-provider/unknown-model", "unknown-model")):
+    for model, name in (("openai/gpt-4", "gpt-4"), ("some-provider/unknown-model", "unknown-model"),
+                        ("deepseek/deepseek-chat", "deepseek-chat")):
         assert tokens.count(text, model) == litellm.token_counter(model=name, text=text)
 
 
@@ -833,13 +834,13 @@ def test_the_tokenizer_is_chosen_once_per_model(monkeypatch):
     chosen = []
     real = litellm.utils.select_tokenizer
     monkeypatch.setattr(litellm.utils, "select_tokenizer", lambda name, *a, **k: chosen.append(name) or real(name, *a, **k))
-    tokens._tokenizer.cache_clear()
+    tokens._chosen.clear()
     try:
         counts = [tokens.count(f"{i} and some words", "openai/gpt-4o-mini") for i in range(3)]
         assert counts == [litellm.token_counter(model="gpt-4o-mini", text=f"{i} and some words") for i in range(3)]
         assert chosen.count("gpt-4o-mini") == 1 + 3  # ours once, then litellm's own counts above
     finally:
-        tokens._tokenizer.cache_clear()
+        tokens._chosen.clear()
 
 
 def test_tokenizers_that_litellm_would_download_are_not_downloaded():

@@ -5,7 +5,7 @@ guess lets several times the cap through to the model. litellm ships its tokeniz
 `cl100k_base` / `o200k_base` and Anthropic's) inside the wheel and points tiktoken at them, so
 counting never touches the network. The few model families whose tokenizer litellm would download
 from Hugging Face (Llama, Cohere) are counted with `cl100k_base` instead: a close estimate, and
-never a download from a worker.
+never a download from a worker. (DeepSeek's tokenizer is in litellm's wheel: counted with it.)
 
 Counting model: the model of the conversation, provider prefix removed (`openai/gpt-4o-mini` is
 counted as `gpt-4o-mini`, i.e. with `o200k_base`); calls without a conversation (manual, widget,
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-from functools import lru_cache
 from typing import Any
 
 # Before litellm is imported anywhere: its price map is bundled too (settings.py says the same).
@@ -44,19 +43,28 @@ def counting_name(model: str | None) -> str:
     return name.rsplit("/", 1)[-1] or DEFAULT_MODEL
 
 
-@lru_cache(maxsize=64)
+BUNDLED = (None, "anthropic", "deepseek")  # litellm's tokenizer kinds that come in its wheel (None: tiktoken)
+_chosen: dict[str, dict[str, Any]] = {}
+
+
 def _tokenizer(name: str) -> dict[str, Any]:
     """litellm's own choice, unless that choice would download a tokenizer (then `cl100k_base`).
 
-    Chosen once per name: litellm would choose again on every count (~0.13 ms of a tool call's
-    worker CPU, two counts a call, bench/hot_path.py), and the choice is the same each time."""
-    from litellm.utils import huggingface_tokenizer_kind, select_tokenizer
+    Kept per name: litellm would choose again on every count (~0.13 ms of a tool call's worker
+    CPU, two counts a call, bench/hot_path.py). A bundled Hugging Face tokenizer that failed to
+    load (litellm then counts with tiktoken) is not kept: litellm tries it again later."""
+    chosen = _chosen.get(name)
+    if chosen is not None:
+        return chosen
+    from litellm.utils import _return_openai_tokenizer, huggingface_tokenizer_kind, select_tokenizer
 
-    if huggingface_tokenizer_kind(name) in (None, "anthropic"):
-        return select_tokenizer(name)  # bundled: tiktoken encodings and the Anthropic tokenizer
-    from litellm.utils import _return_openai_tokenizer
-
-    return _return_openai_tokenizer(name)
+    kind = huggingface_tokenizer_kind(name)
+    if kind not in BUNDLED:
+        return _return_openai_tokenizer(name)  # Llama and Cohere would be downloaded from Hugging Face
+    chosen = select_tokenizer(name)
+    if (kind is None or chosen["type"] != "openai_tokenizer") and len(_chosen) < 64:
+        _chosen[name] = chosen
+    return chosen
 
 
 def count(text: str, model: str | None = None) -> int:
