@@ -31,8 +31,10 @@ class _AsArray:
         sqls, params = self.batch_process_rhs(compiler, connection, values)
         if any(sql != "%s" for sql in sqls) or len(params) != len(values):  # expressions among the values
             return self.as_sql(compiler, connection)
-        lhs_sql, lhs_params = self.process_lhs(compiler, connection)
         db_type = self.lhs.output_field.cast_db_type(connection)
+        if not db_type:  # a field with no column type of its own
+            return self.as_sql(compiler, connection)
+        lhs_sql, lhs_params = self.process_lhs(compiler, connection)
         return f"{lhs_sql} = ANY(%s::{db_type}[])", (*lhs_params, list(params))
 
 

@@ -121,9 +121,9 @@ def test_app_widget_renders_full_result_and_talks_back(browser, live_app, user, 
     card_calls.locator("li", has_text="app_only_increment").locator(".status.succeeded").wait_for(state="attached", timeout=10000)
 
     # ui/message from the view: the person is asked first; declining tells the view no.
-    # One listener for both dialogs: two page.once() in a row race Playwright's
-    # unsubscribe of the first against the second, and the browser may then
-    # dismiss the second dialog itself ("Cannot accept dialog which is already handled").
+    # Only once the page has heard the turn end: while it runs, the page refuses a view's
+    # message without asking (the answer's text shows a moment before `turn.completed` comes).
+    page.wait_for_selector("#send:enabled", timeout=10000)
     answers, asked = ["dismiss", "accept"], []
 
     def answer(dialog):
@@ -133,6 +133,7 @@ def test_app_widget_renders_full_result_and_talks_back(browser, live_app, user, 
     page.on("dialog", answer)
     view.locator("#message").click()
     view.locator("#message-result", has_text="ERROR").wait_for(timeout=10000)
+    assert len(asked) == 1  # declined in the dialog, not refused for a running turn
     assert not Message.objects.filter(conversation=conversation, text="WIDGET-MESSAGE-MARKER").exists()
     # Accepted, it becomes a user message marked as the view's, and starts a turn.
     fake_llm.script([{"text": "Got your widget message."}])
