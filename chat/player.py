@@ -29,8 +29,8 @@ def _ms(a, b) -> float | None:
 def player_json(conversation: Conversation) -> dict[str, Any]:
     """The conversation as turns of steps: user message, model answer (with its usage), tool call."""
     messages = list(conversation.messages.select_related("turn").order_by("seq"))
-    # A subquery, not a list of ids: an imported conversation may hold 100,000 calls, more than
-    # PostgreSQL's 65,535 parameters a statement (inspector/postgresql/base.py).
+    # A subquery, not a list of ids: an imported conversation may hold 100,000 calls, and the
+    # database finds them itself instead of being sent them back.
     call_ids = conversation.messages.exclude(tool_call_id=None).values("tool_call_id")
     calls = {c.pk: c for c in ToolCall.objects.filter(pk__in=call_ids).select_related("full_result", "projection")
              .defer("full_result__raw")}

@@ -153,14 +153,16 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "")
 # Connections each process may hold in its PostgreSQL pool (web and every worker process).
 DB_POOL_MIN = _env_int("DB_POOL_MIN", 1)
 DB_POOL_MAX = _env_int("DB_POOL_MAX", 12)
-# Runs of one statement on a connection after which PostgreSQL keeps it prepared; `off` for a
-# pooler that cannot carry prepared statements (PgBouncer in transaction mode before 1.21).
+
+
 def _prepare_threshold(value: str) -> int | None:
     """DB_PREPARE_THRESHOLD: a count, `off` (None: psycopg prepares nothing), or unset (5)."""
     value = value.strip().lower()
     return None if value in ("off", "none") else int(value) if value else 5
 
 
+# Runs of one statement on a connection after which PostgreSQL keeps it prepared; `off` for a
+# pooler that cannot carry prepared statements (PgBouncer in transaction mode before 1.21).
 DB_PREPARE_THRESHOLD = _prepare_threshold(os.environ.get("DB_PREPARE_THRESHOLD", ""))
 # Threads a web process keeps between requests, each lent to one request at a time with its
 # database connection (inspector/asgi_handler.py); a burst beyond them makes threads that end after.

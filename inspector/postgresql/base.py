@@ -2,11 +2,11 @@
 
 Why: the app binds parameters on the server (`server_side_binding`, inspector/settings.py), and
 PostgreSQL takes at most 65,535 parameters a statement. Django's PostgreSQL backend batches
-without a limit (it was written for parameters bound on the client), so deleting an imported
-conversation with 70,000 turns built one `UPDATE … WHERE turn_id IN (70,000 parameters)` and
-failed. Here each batch Django makes (cascading deletes, `bulk_create`, `bulk_update`) stays under
-the limit. A lookup the app builds itself (`pk__in=` a Python list) must stay under it too: pass
-a subquery instead of a long list.
+without a limit (it was written for parameters bound on the client). Here each batch Django sizes
+with `bulk_batch_size` (`bulk_create`, `bulk_update`, the delete collector's batches) stays under
+the limit. A long `__in` list is one array parameter instead (inspector/postgresql/lookups.py):
+the collector joins its batches into one statement, so batching alone cannot keep a big delete
+under the limit.
 """
 
 from __future__ import annotations
