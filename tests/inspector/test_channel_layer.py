@@ -82,3 +82,37 @@ def test_a_member_past_the_group_expiry_is_dropped_as_channels_redis_drops_it():
     assert sent_to == []  # nobody left in it: not even one send
     assert members == []
     assert received is None
+
+
+def test_a_cancelled_redis_command_stays_cancelled_in_whichever_loop_turn_the_cancel_lands():
+    """A socket's close cancels its consumer's `receive`, which may be writing a command to Redis at
+    that moment. Before Python 3.12, `asyncio.wait_for` (redis-py's write timeout) dropped a cancel
+    landing in the turn the write completed: the receive ran on, and daphne killed the consumer 10 s
+    later. The cancel is tried at every turn of a write through the layer's own connections: each
+    one either comes after the command ended (refused) or ends it."""
+
+    async def scenario():
+        pool = get_channel_layer().create_pool(0)
+        lost = []
+        try:
+            for turns in range(10):
+                connection = await pool.get_connection()
+                try:
+                    command = asyncio.ensure_future(connection.send_packed_command(connection.pack_command("PING")))
+                    for _ in range(turns):
+                        await asyncio.sleep(0)
+                    asked = command.cancel()
+                    try:
+                        await command
+                    except asyncio.CancelledError:
+                        continue
+                    if asked:
+                        lost.append(turns)  # cancelled, yet it carried on as if not
+                finally:
+                    await connection.disconnect()
+                    await pool.release(connection)
+        finally:
+            await pool.disconnect()
+        return lost
+
+    assert run_async(scenario) == []
