@@ -54,8 +54,10 @@ class Tasks:
         """Wait up to ``within`` seconds for a ``notifications/tasks/status`` of the task; True if one came."""
         changed = self._changed.setdefault(task_id, asyncio.Event())
         try:
-            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-                await asyncio.wait_for(changed.wait(), within)
+            # asyncio.timeout, not wait_for: before Python 3.12, wait_for drops a cancel that lands as the wait ends.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(within):
+                    await changed.wait()
             return changed.is_set()
         finally:
             changed.clear()

@@ -146,5 +146,6 @@ async def call(conn, tool_call: ToolCall, timeout: float, max_timeout: float | N
             with contextlib.suppress(Exception):
                 await waits.apush(waits.answer_key(request_id), {"ended": ending})
         if live.flusher is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(live.flusher, 2.0)
+            with contextlib.suppress(Exception):  # asyncio.timeout keeps a cancel that wait_for (3.11) could drop
+                async with asyncio.timeout(2.0):
+                    await live.flusher
