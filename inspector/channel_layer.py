@@ -30,27 +30,35 @@ class _CancelSafeWrite:
     returns as if nothing happened (writes complete at once, so the window is wide). channels_redis
     cancels a socket's `receive` when the socket closes; the lost cancel leaves that receive running,
     and daphne kills the consumer 10 s later ("took too long to shut down"): 11 of 3,000 cancelled
-    receives in a stress run, a few kills per run of bench/pipeline.py. Here the write runs under
-    `asyncio.timeout`, which keeps a cancellation; the rest is redis-py's own `send_packed_command`.
-    """
+    receives in a stress run, a few kills per run of bench/pipeline.py.
+
+    This is redis-py 8's `AbstractConnection.send_packed_command` with `asyncio.timeout` where it
+    has `wait_for` (the timeout is read, never changed: redis-py's maintenance notifications change
+    it on a connection in use)."""
 
     async def send_packed_command(self, command, check_health: bool = True) -> None:
-        timeout = self.socket_timeout
-        if not timeout:
-            return await super().send_packed_command(command, check_health)
         if not self.is_connected:
             await self.connect_check_health(check_health=False)
         if check_health:
             await self.check_health()
-        self.socket_timeout = None  # redis-py then writes without wait_for; the bound is ours
         try:
-            async with asyncio.timeout(timeout):
-                await super().send_packed_command(command, check_health=False)
-        except TimeoutError:
+            if isinstance(command, str):
+                command = command.encode()
+            if isinstance(command, bytes):
+                command = [command]
+            async with asyncio.timeout(self.socket_timeout or None):
+                self._writer.writelines(command)
+                await self._writer.drain()
+        except TimeoutError:  # the builtin, as asyncio's is on 3.11 (and an OSError: caught first)
             await self.disconnect(nowait=True)
             raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
-        finally:
-            self.socket_timeout = timeout
+        except OSError as exc:
+            await self.disconnect(nowait=True)
+            err_no, message = exc.args[:2] if len(exc.args) >= 2 else ("UNKNOWN", exc.args[0] if exc.args else exc)
+            raise redis.exceptions.ConnectionError(f"Error {err_no} while writing to socket. {message}.") from exc
+        except BaseException:
+            await self.disconnect(nowait=True)  # a write cut short: the connection cannot be reused
+            raise
 
 
 @functools.cache

@@ -88,31 +88,42 @@ def test_a_cancelled_redis_command_stays_cancelled_in_whichever_loop_turn_the_ca
     """A socket's close cancels its consumer's `receive`, which may be writing a command to Redis at
     that moment. Before Python 3.12, `asyncio.wait_for` (redis-py's write timeout) dropped a cancel
     landing in the turn the write completed: the receive ran on, and daphne killed the consumer 10 s
-    later. The cancel is tried at every turn of a write through the layer's own connections: each
-    one either comes after the command ended (refused) or ends it."""
+    later. The cancel is tried at every turn of a write through the layer's own connections, a small
+    one (done at once) and a 4 MB one (drained over many turns): each cancel either comes after the
+    command ended (refused) or ends it, and a write it cut short leaves its connection closed."""
+
+    big = "x" * (4 * 1024 * 1024)
 
     async def scenario():
         pool = get_channel_layer().create_pool(0)
-        lost = []
+        lost, reusable, cut = [], [], []
         try:
-            for turns in range(10):
-                connection = await pool.get_connection()
-                try:
-                    command = asyncio.ensure_future(connection.send_packed_command(connection.pack_command("PING")))
-                    for _ in range(turns):
-                        await asyncio.sleep(0)
-                    asked = command.cancel()
+            for name, args in (("small", ("PING",)), ("large", ("SET", "layer-test.big", big))):
+                for turns in range(40):
+                    connection = await pool.get_connection()
                     try:
-                        await command
-                    except asyncio.CancelledError:
-                        continue
-                    if asked:
-                        lost.append(turns)  # cancelled, yet it carried on as if not
-                finally:
-                    await connection.disconnect()
-                    await pool.release(connection)
+                        command = asyncio.ensure_future(connection.send_packed_command(connection.pack_command(*args)))
+                        for _ in range(turns):
+                            await asyncio.sleep(0)
+                        asked = command.cancel()
+                        try:
+                            await command
+                        except asyncio.CancelledError:
+                            if turns:  # (at turn 0 it never started)
+                                cut.append(name)
+                                if connection.is_connected:
+                                    reusable.append((name, turns))  # half a command on a live connection
+                            continue
+                        if asked:
+                            lost.append((name, turns))  # cancelled, yet it carried on as if not
+                    finally:
+                        await connection.disconnect()
+                        await pool.release(connection)
         finally:
-            await pool.disconnect()
-        return lost
+            await pool.aclose()
+        return lost, reusable, cut
 
-    assert run_async(scenario) == []
+    lost, reusable, cut = run_async(scenario)
+    assert "large" in cut  # some cancels did land mid-write
+    assert lost == []
+    assert reusable == []
