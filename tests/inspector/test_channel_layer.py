@@ -89,14 +89,15 @@ def test_a_cancelled_redis_command_stays_cancelled_in_whichever_loop_turn_the_ca
     that moment. Before Python 3.12, `asyncio.wait_for` (redis-py's write timeout) dropped a cancel
     landing in the turn the write completed: the receive ran on, and daphne killed the consumer 10 s
     later. The cancel is tried at every turn of a write through the layer's own connections, a small
-    one (done at once) and a 4 MB one (drained over many turns): each cancel either comes after the
-    command ended (refused) or ends it, and a write it cut short leaves its connection closed."""
+    one (done at once) and a 4 MB one (drained over several turns when the socket's buffers make it
+    wait): each cancel either comes after the command ended (refused) or ends it, and a write it cut
+    short leaves its connection closed."""
 
     big = "x" * (4 * 1024 * 1024)
 
     async def scenario():
         pool = get_channel_layer().create_pool(0)
-        lost, reusable, cut = [], [], []
+        lost, reusable = [], []
         try:
             for name, args in (("small", ("PING",)), ("large", ("SET", "layer-test.big", big))):
                 for turns in range(40):
@@ -109,10 +110,8 @@ def test_a_cancelled_redis_command_stays_cancelled_in_whichever_loop_turn_the_ca
                         try:
                             await command
                         except asyncio.CancelledError:
-                            if turns:  # (at turn 0 it never started)
-                                cut.append(name)
-                                if connection.is_connected:
-                                    reusable.append((name, turns))  # half a command on a live connection
+                            if turns and connection.is_connected:  # (at turn 0 it never started)
+                                reusable.append((name, turns))  # half a command on a live connection
                             continue
                         if asked:
                             lost.append((name, turns))  # cancelled, yet it carried on as if not
@@ -121,9 +120,10 @@ def test_a_cancelled_redis_command_stays_cancelled_in_whichever_loop_turn_the_ca
                         await pool.release(connection)
         finally:
             await pool.aclose()
-        return lost, reusable, cut
+        return lost, reusable
 
-    lost, reusable, cut = run_async(scenario)
-    assert "large" in cut  # some cancels did land mid-write
+    lost, reusable = run_async(scenario)
+    # (Whether a cancel lands mid-write depends on the kernel's socket buffers: in CI the 4 MB went
+    # out in one turn. The stock connection's lost cancels show at turns 1-3 either way.)
     assert lost == []
     assert reusable == []
