@@ -4,6 +4,7 @@ the chat streams, tool cards show, and MCP App widgets render in their sandbox."
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -107,7 +108,7 @@ def test_app_widget_renders_full_result_and_talks_back(browser, live_app, user, 
 
     # ui/update-model-context is stored and enters the next LLM request.
     view.locator("#context").click()
-    view.locator("#context-result", has_text="ok").wait_for(timeout=10000)
+    view.locator("#context-result", has_text=re.compile(r"^ok$")).wait_for(timeout=10000)
     assert ModelContext.objects.filter(conversation=conversation).exists()
     fake_llm.script([{"text": "I see the context."}])
     send(page, "what does the widget say?")

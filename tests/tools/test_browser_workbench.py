@@ -113,7 +113,7 @@ def test_workbench_renders_a_stored_call_and_switches_conditions_live(browser, l
         view.locator("#download").click()
     assert download.value.suggested_filename == "report.txt"
     assert open(download.value.path()).read() == "DOWNLOAD-MARKER"
-    view.locator("#download-result", has_text="ok").wait_for()
+    view.locator("#download-result", has_text=re.compile(r"^ok$")).wait_for()
 
     # Opening the same address gives the same setup.
     other = page.context.new_page()
